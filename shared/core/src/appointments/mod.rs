@@ -1,0 +1,338 @@
+//! Appointments: booking, rescheduling, cancelling and completing.
+//!
+//! Invariants:
+//! - Only `booked` appointments can be rescheduled, cancelled or completed; `cancelled` and `completed`
+//!   are final.
+//! - A practitioner never holds two overlapping booked appointments: the database's exclusion
+//!   constraint decides (back-to-back slots are allowed), and its violation answers `DoubleBooked`.
+//! - Every mutation bumps `version` by exactly one and appends one event linking the appointment, its
+//!   patient and its practitioner. Use cases take the caller's transaction and never commit.
+
+pub mod repo;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::context::Ctx;
+use crate::db::{violated_constraint, Tx};
+use crate::domain::input::{FieldError, Fields};
+use crate::domain::values::{Reason, TimeSlot};
+use crate::error::{DomainError, DomainResult};
+use crate::events::store::{append, NewEvent};
+use crate::events::{Envelope, EventType, ResourceType};
+use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
+use crate::patients::check_version;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AppointmentStatus {
+    Booked,
+    Cancelled,
+    Completed,
+}
+
+impl AppointmentStatus {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            AppointmentStatus::Booked => "booked",
+            AppointmentStatus::Cancelled => "cancelled",
+            AppointmentStatus::Completed => "completed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "booked" => Some(AppointmentStatus::Booked),
+            "cancelled" => Some(AppointmentStatus::Cancelled),
+            "completed" => Some(AppointmentStatus::Completed),
+            _ => None,
+        }
+    }
+}
+
+/// An appointment as stored and answered. `reason` and `cancellation_reason` are health data.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Appointment {
+    pub id: AppointmentId,
+    pub workspace_id: WorkspaceId,
+    pub patient_id: PatientId,
+    pub practitioner_id: PractitionerId,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub status: AppointmentStatus,
+    pub reason: Option<String>,
+    pub cancellation_reason: Option<String>,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+fn required_id<T: std::str::FromStr>(fields: &mut Fields, field: &str) -> Result<T, FieldError> {
+    fields
+        .required_str(field)?
+        .parse()
+        .map_err(|_| FieldError::new(field, "must be a ULID (26 characters)"))
+}
+
+fn slot(fields: &mut Fields) -> Result<TimeSlot, FieldError> {
+    let starts_at = fields.required_str("startsAt")?;
+    let ends_at = fields.required_str("endsAt")?;
+    TimeSlot::parse(&starts_at, &ends_at)
+}
+
+fn optional_reason(fields: &mut Fields) -> Result<Option<Reason>, FieldError> {
+    fields.optional_str("reason")?.map(|raw| Reason::parse("reason", raw)).transpose()
+}
+
+/// `POST /v1/appointments`, parsed.
+#[derive(Debug, Clone)]
+pub struct NewAppointment {
+    patient_id: PatientId,
+    practitioner_id: PractitionerId,
+    slot: TimeSlot,
+    reason: Option<Reason>,
+}
+
+impl NewAppointment {
+    pub fn new(
+        patient_id: PatientId,
+        practitioner_id: PractitionerId,
+        slot: TimeSlot,
+        reason: Option<Reason>,
+    ) -> Self {
+        Self { patient_id, practitioner_id, slot, reason }
+    }
+}
+
+impl TryFrom<Value> for NewAppointment {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let patient_id = required_id(&mut fields, "patientId")?;
+        let practitioner_id = required_id(&mut fields, "practitionerId")?;
+        let slot = slot(&mut fields)?;
+        let reason = optional_reason(&mut fields)?;
+        fields.finish()?;
+        Ok(Self { patient_id, practitioner_id, slot, reason })
+    }
+}
+
+/// `POST /v1/appointments/{id}/reschedule`, parsed.
+#[derive(Debug, Clone)]
+pub struct Reschedule {
+    slot: TimeSlot,
+    expected_version: Option<i32>,
+}
+
+impl TryFrom<Value> for Reschedule {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let slot = slot(&mut fields)?;
+        let expected_version = fields.optional_version("expectedVersion")?;
+        fields.finish()?;
+        Ok(Self { slot, expected_version })
+    }
+}
+
+/// `POST /v1/appointments/{id}/cancel`, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel {
+    reason: Option<Reason>,
+    expected_version: Option<i32>,
+}
+
+impl TryFrom<Value> for Cancel {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let reason = optional_reason(&mut fields)?;
+        let expected_version = fields.optional_version("expectedVersion")?;
+        fields.finish()?;
+        Ok(Self { reason, expected_version })
+    }
+}
+
+/// `POST /v1/appointments/{id}/complete`, parsed.
+#[derive(Debug, Clone, Default)]
+pub struct Complete {
+    expected_version: Option<i32>,
+}
+
+impl TryFrom<Value> for Complete {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let expected_version = fields.optional_version("expectedVersion")?;
+        fields.finish()?;
+        Ok(Self { expected_version })
+    }
+}
+
+/// Who may touch an appointment: staff see every appointment of their workspace, a patient only
+/// their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    Workspace,
+    OwnAppointmentsOf(PatientId),
+}
+
+impl Access {
+    pub fn check(self, appointment: &Appointment) -> DomainResult<()> {
+        match self {
+            Access::Workspace => Ok(()),
+            Access::OwnAppointmentsOf(patient) if patient == appointment.patient_id => Ok(()),
+            Access::OwnAppointmentsOf(_) => Err(DomainError::Forbidden),
+        }
+    }
+}
+
+fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
+    if violated_constraint(&error) == Some("appointments_no_double_booking") {
+        DomainError::DoubleBooked
+    } else {
+        DomainError::Db(error)
+    }
+}
+
+pub async fn book(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    command: NewAppointment,
+) -> DomainResult<(Appointment, Envelope)> {
+    if crate::patients::repo::find(tx, ctx.workspace_id, command.patient_id).await?.is_none() {
+        return Err(FieldError::new("patientId", "no such patient").into());
+    }
+    if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id)
+        .await?
+        .is_none()
+    {
+        return Err(FieldError::new("practitionerId", "no such practitioner").into());
+    }
+    let now = Utc::now();
+    let appointment = Appointment {
+        id: AppointmentId::generate(),
+        workspace_id: ctx.workspace_id,
+        patient_id: command.patient_id,
+        practitioner_id: command.practitioner_id,
+        starts_at: command.slot.starts_at(),
+        ends_at: command.slot.ends_at(),
+        status: AppointmentStatus::Booked,
+        reason: command.reason.map(Reason::into_string),
+        cancellation_reason: None,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    };
+    repo::insert(tx, &appointment).await.map_err(map_double_booking)?;
+    let event = append(tx, &ctx.cause, appointment_event(EventType::AppointmentCreated, &appointment))
+        .await?;
+    Ok((appointment, event))
+}
+
+/// Locks a booked appointment the caller may change, checking the expected version.
+async fn lock_for_change(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    access: Access,
+    id: AppointmentId,
+    expected_version: Option<i32>,
+    action: &'static str,
+) -> DomainResult<Appointment> {
+    let appointment = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    access.check(&appointment)?;
+    check_version(expected_version, appointment.version)?;
+    if appointment.status != AppointmentStatus::Booked {
+        return Err(DomainError::InvalidTransition { action, status: appointment.status.as_str() });
+    }
+    Ok(appointment)
+}
+
+async fn save(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    mut appointment: Appointment,
+    event_type: EventType,
+) -> DomainResult<(Appointment, Envelope)> {
+    appointment.version += 1;
+    appointment.updated_at = Utc::now();
+    repo::update(tx, &appointment).await.map_err(map_double_booking)?;
+    let event = append(tx, &ctx.cause, appointment_event(event_type, &appointment)).await?;
+    Ok((appointment, event))
+}
+
+pub async fn reschedule(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: AppointmentId,
+    command: Reschedule,
+) -> DomainResult<(Appointment, Envelope)> {
+    let mut appointment =
+        lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "reschedule").await?;
+    appointment.starts_at = command.slot.starts_at();
+    appointment.ends_at = command.slot.ends_at();
+    save(tx, ctx, appointment, EventType::AppointmentRescheduled).await
+}
+
+pub async fn cancel(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    access: Access,
+    id: AppointmentId,
+    command: Cancel,
+) -> DomainResult<(Appointment, Envelope)> {
+    let mut appointment = lock_for_change(tx, ctx, access, id, command.expected_version, "cancel").await?;
+    appointment.status = AppointmentStatus::Cancelled;
+    appointment.cancellation_reason = command.reason.map(Reason::into_string);
+    save(tx, ctx, appointment, EventType::AppointmentCancelled).await
+}
+
+pub async fn complete(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: AppointmentId,
+    command: Complete,
+) -> DomainResult<(Appointment, Envelope)> {
+    let mut appointment =
+        lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "complete").await?;
+    appointment.status = AppointmentStatus::Completed;
+    save(tx, ctx, appointment, EventType::AppointmentCompleted).await
+}
+
+/// Cancels every booked appointment of `patient_id` that starts after `after`, each as a normal
+/// mutation with its own `appointment.cancelled` event under `ctx`'s cause. Returns the events.
+pub async fn cancel_future_of_patient(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    patient_id: PatientId,
+    after: DateTime<Utc>,
+) -> DomainResult<Vec<Envelope>> {
+    let mut events = Vec::new();
+    for mut appointment in repo::lock_booked_of_patient_after(tx, ctx.workspace_id, patient_id, after).await? {
+        appointment.status = AppointmentStatus::Cancelled;
+        let (_, event) = save(tx, ctx, appointment, EventType::AppointmentCancelled).await?;
+        events.push(event);
+    }
+    Ok(events)
+}
+
+/// The event of an appointment mutation: linked to the appointment, its patient and its practitioner.
+pub fn appointment_event(event_type: EventType, appointment: &Appointment) -> NewEvent {
+    NewEvent {
+        event_type,
+        workspace_id: appointment.workspace_id,
+        resource_id: appointment.id.ulid(),
+        resource_version: appointment.version,
+        occurred_at: appointment.updated_at,
+        also_links: vec![
+            (ResourceType::Patient, appointment.patient_id.ulid()),
+            (ResourceType::Practitioner, appointment.practitioner_id.ulid()),
+        ],
+    }
+}

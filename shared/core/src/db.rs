@@ -1,0 +1,278 @@
+//! Database connections and the embedded migrations runner.
+//!
+//! Invariants:
+//! - A process builds its pool once at start-up ([`connect_pool`]); handlers borrow connections from it
+//!   and never connect themselves. A broken connection is dropped by the pool's recycle check and
+//!   replaced on the next checkout.
+//! - TLS follows the `sslmode` of the connection string (`disable`, `prefer`, `require`); certificates
+//!   are verified against the system roots plus the optional CA file (`CLINIC_DB_CA_FILE`, e.g. the RDS
+//!   bundle).
+//! - Migrations are forward-only: each applied file's checksum is recorded, and a file that changed
+//!   after it was applied stops the runner instead of being silently skipped. Concurrent runners
+//!   serialise on an advisory lock.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use postgres_native_tls::MakeTlsConnector;
+use sha2::{Digest, Sha256};
+use tokio_postgres::Client;
+
+/// A pooled connection.
+pub type Conn = deadpool_postgres::Object;
+/// A transaction on a pooled connection; repositories take `&Tx<'_>` (or any `GenericClient`).
+pub type Tx<'a> = deadpool_postgres::Transaction<'a>;
+
+/// Why the database could not be reached or prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid database URL: {0}")]
+    InvalidUrl(String),
+    #[error("could not set up TLS for the database connection: {0}")]
+    Tls(String),
+    #[error("could not build the connection pool: {0}")]
+    Pool(String),
+    #[error("could not get a database connection: {0}")]
+    Checkout(#[from] deadpool_postgres::PoolError),
+    #[error("database error: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("migration V{version} was changed after it was applied (checksum mismatch)")]
+    MigrationChanged { version: i32 },
+}
+
+/// Builds the TLS connector used for every connection.
+pub fn tls_connector(ca_file: Option<&str>) -> Result<MakeTlsConnector, DbError> {
+    let mut builder = native_tls::TlsConnector::builder();
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| DbError::Tls(format!("reading {path}: {e}")))?;
+        let certificate = native_tls::Certificate::from_pem(&pem)
+            .map_err(|e| DbError::Tls(format!("parsing {path}: {e}")))?;
+        builder.add_root_certificate(certificate);
+    }
+    let connector = builder.build().map_err(|e| DbError::Tls(e.to_string()))?;
+    Ok(MakeTlsConnector::new(connector))
+}
+
+/// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout.
+pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result<Pool, DbError> {
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(e.to_string()))?;
+    if config.get_application_name().is_none() {
+        config.application_name("clinic");
+    }
+    config.connect_timeout(Duration::from_secs(5));
+    let manager = Manager::from_config(
+        config,
+        tls_connector(ca_file)?,
+        ManagerConfig { recycling_method: RecyclingMethod::Fast },
+    );
+    Pool::builder(manager)
+        .max_size(max_size)
+        .wait_timeout(Some(Duration::from_secs(10)))
+        .create_timeout(Some(Duration::from_secs(5)))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .build()
+        .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// Opens one dedicated connection (for LISTEN, migrations and operator commands), driving it on a
+/// spawned task. Notifications are forwarded to `notifications` when given.
+pub async fn connect_single(
+    url: &str,
+    ca_file: Option<&str>,
+    notifications: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
+) -> Result<Client, DbError> {
+    use futures::StreamExt;
+    let mut config: tokio_postgres::Config =
+        url.parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(e.to_string()))?;
+    config.connect_timeout(Duration::from_secs(5));
+    let (client, mut connection) = config.connect(tls_connector(ca_file)?).await?;
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(tokio_postgres::AsyncMessage::Notification(notification)) => {
+                    if let Some(sender) = &notifications {
+                        let _ = sender.send(notification);
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(error = %error, "database connection ended");
+                    break;
+                }
+            }
+        }
+    });
+    Ok(client)
+}
+
+/// One embedded migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. A test checks this list against the files in `migrations/`.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "schema",
+        sql: include_str!("../../../migrations/V1__schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "app_role",
+        sql: include_str!("../../../migrations/V2__app_role.sql"),
+    },
+];
+
+const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"
+
+fn checksum(sql: &str) -> String {
+    let digest = Sha256::digest(sql.as_bytes());
+    digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Applies every migration not yet applied, each in its own transaction. Returns the versions applied.
+pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, DbError> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await?;
+    let result = apply_pending(client).await;
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await?;
+    result
+}
+
+async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version integer PRIMARY KEY,
+                 name text NOT NULL,
+                 checksum text NOT NULL,
+                 applied_at timestamptz NOT NULL DEFAULT now()
+             )",
+        )
+        .await?;
+    let mut applied = Vec::new();
+    for migration in MIGRATIONS {
+        let row = client
+            .query_opt(
+                "SELECT checksum FROM schema_migrations WHERE version = $1",
+                &[&migration.version],
+            )
+            .await?;
+        let expected = checksum(migration.sql);
+        match row {
+            Some(row) => {
+                let recorded: String = row.get(0);
+                if recorded != expected {
+                    return Err(DbError::MigrationChanged { version: migration.version });
+                }
+            }
+            None => {
+                let tx = client.transaction().await?;
+                tx.batch_execute(migration.sql).await?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    &[&migration.version, &migration.name, &expected],
+                )
+                .await?;
+                tx.commit().await?;
+                tracing::info!(version = migration.version, name = migration.name, "migration applied");
+                applied.push(migration.version);
+            }
+        }
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migration_list_matches_the_migrations_folder() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
+        let mut files: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort_by_key(|name| name[1..name.find("__").unwrap()].parse::<i32>().unwrap());
+        let listed: Vec<String> =
+            MIGRATIONS.iter().map(|m| format!("V{}__{}.sql", m.version, m.name)).collect();
+        assert_eq!(files, listed);
+        assert!(MIGRATIONS.windows(2).all(|pair| pair[1].version == pair[0].version + 1));
+    }
+}
+
+/// Statement helpers: every query goes through the connection's prepared-statement cache, so a
+/// statement is parsed once per connection and each later call is a single round trip.
+pub mod sql {
+    use deadpool_postgres::GenericClient;
+    use tokio_postgres::types::ToSql;
+    use tokio_postgres::Row;
+
+    pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+    pub async fn query(
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<Row>, tokio_postgres::Error> {
+        let statement = client.prepare_cached(sql).await?;
+        client.query(&statement, params).await
+    }
+
+    pub async fn query_opt(
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Option<Row>, tokio_postgres::Error> {
+        let statement = client.prepare_cached(sql).await?;
+        client.query_opt(&statement, params).await
+    }
+
+    pub async fn query_one(
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Row, tokio_postgres::Error> {
+        let statement = client.prepare_cached(sql).await?;
+        client.query_one(&statement, params).await
+    }
+
+    pub async fn execute(
+        client: &impl GenericClient,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<u64, tokio_postgres::Error> {
+        let statement = client.prepare_cached(sql).await?;
+        client.execute(&statement, params).await
+    }
+}
+
+/// True for errors worth retrying: a lost connection, a serialization failure or deadlock, or the
+/// server shutting down or starting up.
+pub fn is_transient(error: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    match error.code() {
+        None => true,
+        Some(code) => {
+            *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+                || *code == SqlState::TOO_MANY_CONNECTIONS
+                || code.code().starts_with("08")
+        }
+    }
+}
+
+/// The name of the constraint a database error violated, if any.
+pub fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
+    error.as_db_error().and_then(|db| db.constraint())
+}

@@ -1,0 +1,200 @@
+//! Value types: each has private fields and a `parse` that returns a [`FieldError`] naming the field.
+//!
+//! Once constructed, a value is known to be valid: names are trimmed and non-empty, times are UTC and
+//! within a sane range, a [`TimeSlot`] ends after it starts. Text never contains NUL (PostgreSQL
+//! cannot store it); other characters, including quotes and SQL meta-characters, are kept verbatim.
+
+use chrono::{DateTime, Datelike, NaiveDate, Utc};
+
+use super::input::FieldError;
+
+fn text(field: &str, raw: String, max_chars: usize) -> Result<String, FieldError> {
+    if raw.contains('\0') {
+        return Err(FieldError::new(field, "must not contain NUL characters"));
+    }
+    if raw.trim().is_empty() {
+        return Err(FieldError::new(field, "must not be empty"));
+    }
+    if raw.chars().count() > max_chars {
+        return Err(FieldError::new(field, format!("must be at most {max_chars} characters")));
+    }
+    Ok(raw)
+}
+
+macro_rules! text_value {
+    ($(#[$doc:meta])* $name:ident, $max:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
+                text(field, raw, $max).map(Self)
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+
+            pub fn into_string(self) -> String {
+                self.0
+            }
+        }
+    };
+}
+
+text_value!(
+    /// A given or family name, or a practitioner's display name (health data for patients).
+    Name,
+    200
+);
+text_value!(
+    /// Free text about an appointment or a cancellation: health data, never logged or sent.
+    Reason,
+    2000
+);
+text_value!(
+    /// A practitioner's specialty.
+    Specialty,
+    200
+);
+
+/// An email address: one `@` with text on both sides, no spaces, at most 254 characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Email(String);
+
+impl Email {
+    pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
+        let valid = raw.len() <= 254
+            && !raw.chars().any(|c| c.is_whitespace() || c.is_control())
+            && matches!(raw.split_once('@'), Some((local, domain))
+                if !local.is_empty() && !domain.is_empty() && !domain.contains('@'));
+        if valid {
+            Ok(Self(raw))
+        } else {
+            Err(FieldError::new(field, "must be an email address"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A phone number: digits with optional `+`, spaces, dots, dashes and parentheses; 5–20 digits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phone(String);
+
+impl Phone {
+    pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
+        let allowed = raw.chars().all(|c| c.is_ascii_digit() || " +-.()".contains(c));
+        let digits = raw.chars().filter(char::is_ascii_digit).count();
+        if allowed && (5..=20).contains(&digits) && raw.len() <= 32 {
+            Ok(Self(raw))
+        } else {
+            Err(FieldError::new(field, "must be a phone number (5 to 20 digits)"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A date of birth: `YYYY-MM-DD`, not in the future, not before 1900.
+pub fn parse_date_of_birth(field: &str, raw: &str) -> Result<NaiveDate, FieldError> {
+    let date = NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .ok()
+        .filter(|_| raw.len() == 10)
+        .ok_or_else(|| FieldError::new(field, "must be a date as YYYY-MM-DD"))?;
+    if date.year() < 1900 || date > Utc::now().date_naive() {
+        return Err(FieldError::new(field, "must be a past date after 1900-01-01"));
+    }
+    Ok(date)
+}
+
+/// An RFC 3339 instant in UTC (`Z` or `+00:00`), between the years 1900 and 9999.
+pub fn parse_utc(field: &str, raw: &str) -> Result<DateTime<Utc>, FieldError> {
+    let parsed = DateTime::parse_from_rfc3339(raw)
+        .map_err(|_| FieldError::new(field, "must be an RFC 3339 time, e.g. 2026-12-01T09:00:00Z"))?;
+    if parsed.offset().local_minus_utc() != 0 {
+        return Err(FieldError::new(field, "must be in UTC (end with Z)"));
+    }
+    let utc = parsed.with_timezone(&Utc);
+    if !(1900..=9999).contains(&utc.year()) {
+        return Err(FieldError::new(field, "must be between the years 1900 and 9999"));
+    }
+    Ok(utc)
+}
+
+/// When an appointment takes place: `starts_at < ends_at`, at most 24 hours long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeSlot {
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+}
+
+impl TimeSlot {
+    pub fn parse(starts_at: &str, ends_at: &str) -> Result<Self, FieldError> {
+        let starts_at = parse_utc("startsAt", starts_at)?;
+        let ends_at = parse_utc("endsAt", ends_at)?;
+        Self::new(starts_at, ends_at)
+    }
+
+    pub fn new(starts_at: DateTime<Utc>, ends_at: DateTime<Utc>) -> Result<Self, FieldError> {
+        if ends_at <= starts_at {
+            return Err(FieldError::new("endsAt", "must be after startsAt"));
+        }
+        if ends_at - starts_at > chrono::Duration::hours(24) {
+            return Err(FieldError::new("endsAt", "must be at most 24 hours after startsAt"));
+        }
+        Ok(Self { starts_at, ends_at })
+    }
+
+    pub fn starts_at(&self) -> DateTime<Utc> {
+        self.starts_at
+    }
+
+    pub fn ends_at(&self) -> DateTime<Utc> {
+        self.ends_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_keeps_meta_characters_but_rejects_nul_and_blank() {
+        let tricky = "Robert'); DROP TABLE patients;-- 👩‍⚕️ Ω".to_string();
+        assert_eq!(Name::parse("givenName", tricky.clone()).unwrap().as_str(), tricky);
+        assert!(Name::parse("givenName", "a\0b".into()).is_err());
+        assert_eq!(Name::parse("givenName", "   ".into()).unwrap_err().field, "givenName");
+    }
+
+    #[test]
+    fn times_must_be_utc_and_ordered() {
+        assert!(TimeSlot::parse("2026-12-01T09:00:00Z", "2026-12-01T09:30:00Z").is_ok());
+        assert!(TimeSlot::parse("2026-12-01T09:00:00+00:00", "2026-12-01T09:30:00Z").is_ok());
+        assert_eq!(
+            TimeSlot::parse("2026-12-01T09:00:00+02:00", "2026-12-01T09:30:00Z").unwrap_err().field,
+            "startsAt"
+        );
+        assert_eq!(
+            TimeSlot::parse("2026-12-01T09:00:00Z", "2026-12-01T09:00:00Z").unwrap_err().field,
+            "endsAt"
+        );
+        assert_eq!(TimeSlot::parse("yesterday", "2026-12-01T09:00:00Z").unwrap_err().field, "startsAt");
+    }
+
+    #[test]
+    fn contact_details_are_checked() {
+        assert!(Email::parse("email", "a@b.example".into()).is_ok());
+        assert!(Email::parse("email", "nope".into()).is_err());
+        assert!(Phone::parse("phone", "+1 (555) 010-0000".into()).is_ok());
+        assert!(Phone::parse("phone", "call me".into()).is_err());
+        assert!(parse_date_of_birth("dateOfBirth", "1980-02-29").is_ok());
+        assert!(parse_date_of_birth("dateOfBirth", "1981-02-29").is_err());
+        assert!(parse_date_of_birth("dateOfBirth", "3000-01-01").is_err());
+    }
+}

@@ -1,0 +1,16 @@
+//! The clinic service's core: ids, domain, repositories, events, outbox, listeners and the HTTP API.
+//!
+//! Every mutation commits its resource change and exactly one event (with its timeline links and its
+//! outbox row) in one PostgreSQL transaction; events carry identifiers only.
+
+pub mod appointments;
+pub mod config;
+pub mod context;
+pub mod db;
+pub mod domain;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod patients;
+pub mod practitioners;
+pub mod workspaces;

@@ -1,0 +1,207 @@
+//! Patients: the resource, the commands that change it, and their use cases.
+//!
+//! Use cases take the caller's transaction and never commit: the caller (an HTTP request or a
+//! listener) owns the unit of work, so the resource change, its event and anything the caller adds
+//! (an idempotency key, a listener receipt) commit together or not at all. A deleted patient is kept
+//! (soft delete) but is answered as missing; its timeline stays readable.
+
+pub mod repo;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::context::Ctx;
+use crate::db::Tx;
+use crate::domain::input::{FieldError, Fields};
+use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
+use crate::error::{DomainError, DomainResult};
+use crate::events::store::{append, NewEvent};
+use crate::events::{Envelope, EventType};
+use crate::ids::{PatientId, WorkspaceId};
+
+/// A patient as stored and as answered. Names and contact details are health data: this type is
+/// never logged and never put into an event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Patient {
+    pub id: PatientId,
+    pub workspace_id: WorkspaceId,
+    pub given_name: String,
+    pub family_name: String,
+    pub email: Option<String>,
+    pub phone: Option<String>,
+    pub date_of_birth: Option<NaiveDate>,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `POST /v1/patients`, parsed.
+#[derive(Debug, Clone)]
+pub struct NewPatient {
+    given_name: Name,
+    family_name: Name,
+    email: Option<Email>,
+    phone: Option<Phone>,
+    date_of_birth: Option<NaiveDate>,
+}
+
+impl TryFrom<Value> for NewPatient {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let given_name = Name::parse("givenName", fields.required_str("givenName")?)?;
+        let family_name = Name::parse("familyName", fields.required_str("familyName")?)?;
+        let email = fields.optional_str("email")?.map(|raw| Email::parse("email", raw)).transpose()?;
+        let phone = fields.optional_str("phone")?.map(|raw| Phone::parse("phone", raw)).transpose()?;
+        let date_of_birth = fields
+            .optional_str("dateOfBirth")?
+            .map(|raw| parse_date_of_birth("dateOfBirth", &raw))
+            .transpose()?;
+        fields.finish()?;
+        Ok(Self { given_name, family_name, email, phone, date_of_birth })
+    }
+}
+
+/// `PATCH /v1/patients/{id}`, parsed: any subset of fields; `null` clears an optional one.
+#[derive(Debug, Clone, Default)]
+pub struct PatientChanges {
+    given_name: Option<Name>,
+    family_name: Option<Name>,
+    email: Option<Option<Email>>,
+    phone: Option<Option<Phone>>,
+    date_of_birth: Option<Option<NaiveDate>>,
+    expected_version: Option<i32>,
+}
+
+impl TryFrom<Value> for PatientChanges {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let required_name = |field: &str, value: Option<Option<String>>| match value {
+            None => Ok(None),
+            Some(None) => Err(FieldError::new(field, "cannot be cleared")),
+            Some(Some(raw)) => Name::parse(field, raw).map(Some),
+        };
+        let given_name = required_name("givenName", fields.patch_str("givenName")?)?;
+        let family_name = required_name("familyName", fields.patch_str("familyName")?)?;
+        let email = fields
+            .patch_str("email")?
+            .map(|value| value.map(|raw| Email::parse("email", raw)).transpose())
+            .transpose()?;
+        let phone = fields
+            .patch_str("phone")?
+            .map(|value| value.map(|raw| Phone::parse("phone", raw)).transpose())
+            .transpose()?;
+        let date_of_birth = fields
+            .patch_str("dateOfBirth")?
+            .map(|value| value.map(|raw| parse_date_of_birth("dateOfBirth", &raw)).transpose())
+            .transpose()?;
+        let expected_version = fields.optional_version("expectedVersion")?;
+        fields.finish()?;
+        let changes = Self { given_name, family_name, email, phone, date_of_birth, expected_version };
+        if changes.is_empty() {
+            return Err(FieldError::new("body", "must change at least one field"));
+        }
+        Ok(changes)
+    }
+}
+
+impl PatientChanges {
+    fn is_empty(&self) -> bool {
+        self.given_name.is_none()
+            && self.family_name.is_none()
+            && self.email.is_none()
+            && self.phone.is_none()
+            && self.date_of_birth.is_none()
+    }
+
+    fn apply_to(self, patient: &mut Patient) {
+        if let Some(name) = self.given_name {
+            patient.given_name = name.into_string();
+        }
+        if let Some(name) = self.family_name {
+            patient.family_name = name.into_string();
+        }
+        if let Some(email) = self.email {
+            patient.email = email.map(|e| e.as_str().to_owned());
+        }
+        if let Some(phone) = self.phone {
+            patient.phone = phone.map(|p| p.as_str().to_owned());
+        }
+        if let Some(date_of_birth) = self.date_of_birth {
+            patient.date_of_birth = date_of_birth;
+        }
+    }
+}
+
+/// Fails with `VersionMismatch` when the caller expected another version.
+pub fn check_version(expected: Option<i32>, actual: i32) -> DomainResult<()> {
+    match expected {
+        Some(expected) if expected != actual => Err(DomainError::VersionMismatch { expected, actual }),
+        _ => Ok(()),
+    }
+}
+
+pub async fn create(tx: &Tx<'_>, ctx: &Ctx, command: NewPatient) -> DomainResult<(Patient, Envelope)> {
+    let now = Utc::now();
+    let patient = Patient {
+        id: PatientId::generate(),
+        workspace_id: ctx.workspace_id,
+        given_name: command.given_name.into_string(),
+        family_name: command.family_name.into_string(),
+        email: command.email.map(|e| e.as_str().to_owned()),
+        phone: command.phone.map(|p| p.as_str().to_owned()),
+        date_of_birth: command.date_of_birth,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    };
+    repo::insert(tx, &patient).await?;
+    let event = append(tx, &ctx.cause, patient_event(EventType::PatientCreated, &patient)).await?;
+    Ok((patient, event))
+}
+
+pub async fn update(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: PatientId,
+    changes: PatientChanges,
+) -> DomainResult<(Patient, Envelope)> {
+    let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    check_version(changes.expected_version, patient.version)?;
+    changes.apply_to(&mut patient);
+    patient.version += 1;
+    patient.updated_at = Utc::now();
+    repo::update(tx, &patient).await?;
+    let event = append(tx, &ctx.cause, patient_event(EventType::PatientUpdated, &patient)).await?;
+    Ok((patient, event))
+}
+
+pub async fn delete(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: PatientId,
+    expected_version: Option<i32>,
+) -> DomainResult<Envelope> {
+    let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    check_version(expected_version, patient.version)?;
+    patient.version += 1;
+    patient.updated_at = Utc::now();
+    repo::mark_deleted(tx, &patient).await?;
+    Ok(append(tx, &ctx.cause, patient_event(EventType::PatientDeleted, &patient)).await?)
+}
+
+fn patient_event(event_type: EventType, patient: &Patient) -> NewEvent {
+    NewEvent {
+        event_type,
+        workspace_id: patient.workspace_id,
+        resource_id: patient.id.ulid(),
+        resource_version: patient.version,
+        occurred_at: patient.updated_at,
+        also_links: Vec::new(),
+    }
+}

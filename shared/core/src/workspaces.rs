@@ -1,0 +1,52 @@
+//! Workspaces (tenants) and their members. Members are created by seeding and operator tooling; the
+//! API trusts verified token claims and does not look members up per request.
+
+use deadpool_postgres::GenericClient;
+
+use crate::db::sql;
+use crate::ids::{MemberId, WorkspaceId};
+
+pub async fn insert_workspace(
+    client: &impl GenericClient,
+    id: WorkspaceId,
+    name: &str,
+) -> Result<(), tokio_postgres::Error> {
+    sql::execute(
+        client,
+        "INSERT INTO workspaces (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+        &[&id, &name],
+    )
+    .await
+    .map(drop)
+}
+
+pub async fn insert_member(
+    client: &impl GenericClient,
+    id: MemberId,
+    workspace_id: WorkspaceId,
+    role: &str,
+    display_name: &str,
+) -> Result<(), tokio_postgres::Error> {
+    sql::execute(
+        client,
+        "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, $3, $4) \
+         ON CONFLICT (id) DO NOTHING",
+        &[&id, &workspace_id, &role, &display_name],
+    )
+    .await
+    .map(drop)
+}
+
+/// The first workspace, oldest first, with its first admin: what `clinic dev` seeded.
+pub async fn first_admin(
+    client: &impl GenericClient,
+) -> Result<Option<(WorkspaceId, MemberId)>, tokio_postgres::Error> {
+    let row = sql::query_opt(
+        client,
+        "SELECT w.id, m.id FROM workspaces w JOIN members m ON m.workspace_id = w.id \
+         WHERE m.role = 'admin' ORDER BY w.created_at, w.id, m.created_at, m.id LIMIT 1",
+        &[],
+    )
+    .await?;
+    Ok(row.map(|row| (row.get(0), row.get(1))))
+}
