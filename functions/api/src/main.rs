@@ -1,1 +1,17 @@
-fn main() {}
+//! Lambda entry point: telemetry, configuration and the pool are built once per container; each
+//! invocation only runs the router.
+
+use clinic_core::config::{ApiConfig, DatabaseConfig};
+use clinic_core::db::connect_pool;
+use clinic_core::http::AppState;
+use clinic_core::telemetry::{self, LogFormat};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_http::Error> {
+    telemetry::init(LogFormat::Json);
+    let database = DatabaseConfig::from_env(2)?;
+    // Connections open lazily on the first request, so init stays small.
+    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
+    let state = AppState { pool, api: ApiConfig::lambda_from_env()? };
+    lambda_http::run(clinic_api::app(state)).await
+}

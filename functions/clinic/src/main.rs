@@ -1,1 +1,35 @@
-fn main() {}
+//! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
+//! subcommands are operator tools (migrate, token, outbox, bench).
+
+mod commands;
+mod local_pg;
+mod settings;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "clinic", version, about = "Clinic event dispatcher: local runner and operator commands")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run API, dispatcher and listeners in one process on 127.0.0.1 (own PostgreSQL unless DATABASE_URL).
+    Dev(commands::dev::DevArgs),
+    /// Apply pending database migrations to DATABASE_URL (or the local dev cluster).
+    Migrate,
+    /// Print a bearer token for the local API (and nothing else).
+    Token(commands::token::TokenArgs),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Dev(args) => commands::dev::run(args).await,
+        Command::Migrate => commands::migrate::run().await,
+        Command::Token(args) => commands::token::run(args),
+    }
+}

@@ -276,3 +276,10 @@ pub fn is_transient(error: &tokio_postgres::Error) -> bool {
 pub fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
     error.as_db_error().and_then(|db| db.constraint())
 }
+
+/// `url` with `options=-c role=<role>` added, so every session of a pool runs as that role (the
+/// login user must be allowed to `SET ROLE` to it).
+pub fn url_with_role(url: &str, role: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}options=-c%20role%3D{role}")
+}

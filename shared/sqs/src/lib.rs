@@ -1,1 +1,37 @@
-//! placeholder
+//! SQS transport for the clinic dispatcher, and the message format listeners read back.
+//!
+//! **Decision: one queue per listener.** Each listener (`patient_booking_confirmation`,
+//! `cancel_future_appointments`, …) gets its own standard (or FIFO) queue with its own dead-letter
+//! queue. Why not one queue with a `listener` attribute:
+//! - a poison message, a redrive and an alarm belong to one workflow — an operator redrives
+//!   `patient_reminder` without touching cancellations, and a DLQ's depth names the broken listener;
+//! - each listener scales and is throttled on its own (reserved concurrency, batch size, visibility
+//!   timeout sized to its work), so a slow notification provider does not delay chained mutations;
+//! - a new listener is a new queue: no consumer has to filter out messages it does not understand.
+//!
+//! The listener is still named in every message (a `listener` CloudEvents extension in the body, and a
+//! `listener` message attribute), so one consumer function can serve every queue and a message moved
+//! between queues by hand is still routed correctly.
+//!
+//! Configuration ([`SqsConfig::from_env`]): `CLINIC_SQS_QUEUE_URL_<LISTENER>` for every listener
+//! (the listener name upper-cased, e.g. `CLINIC_SQS_QUEUE_URL_PATIENT_BOOKING_CONFIRMATION`; all
+//! required), `CLINIC_CLOUDEVENTS_SOURCE` (default `/clinic`; the `source` attribute is
+//! `<source>/workspaces/<workspaceId>`) and `CLINIC_SQS_ENDPOINT` (optional endpoint override, e.g. a
+//! local emulator). Region and credentials come from the usual AWS environment.
+//!
+//! Invariants:
+//! - Bodies are CloudEvents 1.0.2 structured JSON ([`cloudevents`]) whose `data` is the identifier-only
+//!   envelope: no health data ever reaches a queue.
+//! - Starts are sent with SendMessageBatch, at most 10 entries a call; each entry's result maps back to
+//!   exactly its start, so a per-entry failure retries only that listener.
+//! - FIFO queues (URL ends in `.fifo`) get MessageGroupId = the resource id (per-resource order) and
+//!   MessageDeduplicationId = `"{event_id}:{listener}"`.
+
+pub mod cloudevents;
+mod config;
+pub mod testing;
+mod transport;
+
+pub use cloudevents::{parse_message, to_cloud_event, CloudEvent, MessageError};
+pub use config::{build_client, queue_url_var, QueueMap, SqsConfig};
+pub use transport::SqsTransport;

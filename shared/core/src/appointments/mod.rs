@@ -215,7 +215,7 @@ pub async fn book(
     {
         return Err(FieldError::new("practitionerId", "no such practitioner").into());
     }
-    let now = Utc::now();
+    let now = crate::domain::values::now();
     let appointment = Appointment {
         id: AppointmentId::generate(),
         workspace_id: ctx.workspace_id,
@@ -261,7 +261,7 @@ async fn save(
     event_type: EventType,
 ) -> DomainResult<(Appointment, Envelope)> {
     appointment.version += 1;
-    appointment.updated_at = Utc::now();
+    appointment.updated_at = crate::domain::values::now();
     repo::update(tx, &appointment).await.map_err(map_double_booking)?;
     let event = append(tx, &ctx.cause, appointment_event(event_type, &appointment)).await?;
     Ok((appointment, event))

@@ -4,7 +4,7 @@
 //! within a sane range, a [`TimeSlot`] ends after it starts. Text never contains NUL (PostgreSQL
 //! cannot store it); other characters, including quotes and SQL meta-characters, are kept verbatim.
 
-use chrono::{DateTime, Datelike, NaiveDate, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, SubsecRound, Utc};
 
 use super::input::FieldError;
 
@@ -113,6 +113,12 @@ pub fn parse_date_of_birth(field: &str, raw: &str) -> Result<NaiveDate, FieldErr
     Ok(date)
 }
 
+/// The current time at PostgreSQL's precision (microseconds), so a value answered before and after
+/// a round trip through the database is the same.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
 /// An RFC 3339 instant in UTC (`Z` or `+00:00`), between the years 1900 and 9999.
 pub fn parse_utc(field: &str, raw: &str) -> Result<DateTime<Utc>, FieldError> {
     let parsed = DateTime::parse_from_rfc3339(raw)
@@ -120,7 +126,7 @@ pub fn parse_utc(field: &str, raw: &str) -> Result<DateTime<Utc>, FieldError> {
     if parsed.offset().local_minus_utc() != 0 {
         return Err(FieldError::new(field, "must be in UTC (end with Z)"));
     }
-    let utc = parsed.with_timezone(&Utc);
+    let utc = parsed.with_timezone(&Utc).trunc_subsecs(6);
     if !(1900..=9999).contains(&utc.year()) {
         return Err(FieldError::new(field, "must be between the years 1900 and 9999"));
     }

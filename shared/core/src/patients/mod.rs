@@ -147,7 +147,7 @@ pub fn check_version(expected: Option<i32>, actual: i32) -> DomainResult<()> {
 }
 
 pub async fn create(tx: &Tx<'_>, ctx: &Ctx, command: NewPatient) -> DomainResult<(Patient, Envelope)> {
-    let now = Utc::now();
+    let now = crate::domain::values::now();
     let patient = Patient {
         id: PatientId::generate(),
         workspace_id: ctx.workspace_id,
@@ -175,7 +175,7 @@ pub async fn update(
     check_version(changes.expected_version, patient.version)?;
     changes.apply_to(&mut patient);
     patient.version += 1;
-    patient.updated_at = Utc::now();
+    patient.updated_at = crate::domain::values::now();
     repo::update(tx, &patient).await?;
     let event = append(tx, &ctx.cause, patient_event(EventType::PatientUpdated, &patient)).await?;
     Ok((patient, event))
@@ -190,7 +190,7 @@ pub async fn delete(
     let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     check_version(expected_version, patient.version)?;
     patient.version += 1;
-    patient.updated_at = Utc::now();
+    patient.updated_at = crate::domain::values::now();
     repo::mark_deleted(tx, &patient).await?;
     Ok(append(tx, &ctx.cause, patient_event(EventType::PatientDeleted, &patient)).await?)
 }

@@ -60,7 +60,7 @@ pub async fn create(
     ctx: &Ctx,
     command: NewPractitioner,
 ) -> DomainResult<(Practitioner, Envelope)> {
-    let now = Utc::now();
+    let now = crate::domain::values::now();
     let practitioner = Practitioner {
         id: PractitionerId::generate(),
         workspace_id: ctx.workspace_id,

@@ -1,0 +1,106 @@
+//! `clinic dev`: the whole service in one local process.
+//!
+//! Starts (or reuses) the project-local PostgreSQL cluster unless `DATABASE_URL` is set, applies
+//! migrations, seeds a demo workspace once (an admin and two practitioners), prints a ready admin token
+//! and the base URL, then serves the API on 127.0.0.1 with the dispatcher loop and the in-process
+//! listeners running beside it. Ctrl-C stops the server, the dispatcher and the cluster it started.
+//! The API path connects as the restricted `clinic_app` role.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clinic_core::config::ApiConfig;
+use clinic_core::context::Ctx;
+use clinic_core::db::{connect_pool, url_with_role};
+use clinic_core::domain::values::{Name, Specialty};
+use clinic_core::events::{Actor, Cause};
+use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::http::{router, AppState};
+use clinic_core::ids::{CorrelationId, MemberId, RequestId, WorkspaceId};
+use clinic_core::practitioners::{self, NewPractitioner};
+use clinic_core::telemetry::{self, LogFormat};
+use clinic_core::workspaces;
+
+#[derive(Debug, clap::Args)]
+pub struct DevArgs {
+    /// Address to serve on (loopback only by default).
+    #[arg(long, env = "CLINIC_HOST", default_value = "127.0.0.1")]
+    host: std::net::IpAddr,
+    /// Port to serve on.
+    #[arg(long, env = "CLINIC_PORT", default_value_t = 3000)]
+    port: u16,
+}
+
+pub async fn run(args: DevArgs) -> anyhow::Result<()> {
+    telemetry::init(LogFormat::Text);
+    let (url, cluster) = crate::settings::database()?;
+    let outcome = serve(args, &url).await;
+    if let Some(cluster) = cluster {
+        cluster.stop().context("stopping the local PostgreSQL cluster")?;
+    }
+    outcome
+}
+
+async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
+    crate::commands::migrate::apply(url).await?;
+    let app_url = url_with_role(url, "clinic_app");
+    let pool = connect_pool(&app_url, 16, None)?;
+    let (workspace_id, admin_id) = seed(&pool).await?;
+    let secret = crate::settings::jwt_secret()?;
+    let token = issue_token(secret.as_bytes(), workspace_id, admin_id.ulid(), Role::Admin, Duration::from_secs(7 * 24 * 3600))?;
+
+    let dispatcher = crate::commands::dispatch::spawn_local(&app_url, pool.clone()).await?;
+
+    let state = AppState { pool, api: ApiConfig::local(&secret)? };
+    let address = SocketAddr::new(args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding {address} (set CLINIC_PORT or --port to use another port)"))?;
+    println!("clinic dev is running");
+    println!("  base URL:   http://{address}");
+    println!("  workspace:  {workspace_id}");
+    println!("  admin:      {admin_id}");
+    println!("  token:      {token}");
+    println!("  try:        curl -s http://{address}/healthz");
+    println!("Press Ctrl-C to stop.");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .context("serving HTTP")?;
+    dispatcher.stop().await;
+    println!("stopped");
+    Ok(())
+}
+
+/// Seeds the demo workspace once; later runs find it and reuse it.
+async fn seed(pool: &deadpool_postgres::Pool) -> anyhow::Result<(WorkspaceId, MemberId)> {
+    let mut conn = pool.get().await?;
+    if let Some(found) = workspaces::first_admin(&conn).await? {
+        return Ok(found);
+    }
+    let workspace_id = WorkspaceId::generate();
+    let admin_id = MemberId::generate();
+    let tx = conn.transaction().await?;
+    workspaces::insert_workspace(&tx, workspace_id, "Demo Clinic").await?;
+    workspaces::insert_member(&tx, admin_id, workspace_id, "admin", "Demo Admin").await?;
+    let ctx = Ctx {
+        workspace_id,
+        cause: Cause {
+            actor: Actor::System,
+            correlation_id: CorrelationId::generate(),
+            causation_id: RequestId::generate().into(),
+        },
+    };
+    for (name, specialty) in [("Dr. Ada Demo", "General practice"), ("Dr. Grace Demo", "Dermatology")] {
+        let command = NewPractitioner::new(
+            Name::parse("displayName", name.into())?,
+            Some(Specialty::parse("specialty", specialty.into())?),
+        );
+        practitioners::create(&tx, &ctx, command).await?;
+    }
+    tx.commit().await?;
+    Ok((workspace_id, admin_id))
+}

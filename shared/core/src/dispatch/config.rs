@@ -1,0 +1,74 @@
+//! Dispatcher settings, read once from the environment with documented defaults.
+
+use std::time::Duration;
+
+use crate::config::{bounded, millis, parsed, ConfigError};
+use crate::outbox::{Backoff, Jitter};
+
+/// How a dispatcher claims, retries and drains. Every field has an environment variable (named on
+/// the field) and a default ([`DispatchConfig::default`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DispatchConfig {
+    /// `CLINIC_DISPATCH_BATCH` (default 100, 1–1000): rows claimed per step.
+    pub batch: i64,
+    /// `CLINIC_DISPATCH_LEASE_MS` (default 30000): how long a claim is exclusive. A dispatcher that
+    /// has not marked its rows by then is presumed dead and the rows are claimed again.
+    pub lease: Duration,
+    /// `CLINIC_DISPATCH_BACKOFF_BASE_MS` (default 1000), `CLINIC_DISPATCH_BACKOFF_CAP_MS` (default
+    /// 300000) and `CLINIC_DISPATCH_JITTER` (`equal`, the default, or `full`): the retry delay after
+    /// failed attempt n is `min(cap, base · 2^(n-1))`, jittered.
+    pub backoff: Backoff,
+    /// `CLINIC_DISPATCH_MAX_ATTEMPTS` (default 10, 1–1000): the attempt that fails at this count turns
+    /// the row `dead`.
+    pub max_attempts: i32,
+    /// `CLINIC_DISPATCH_WINDOW_SECS` (default 50, 1–890): how long one scheduled invocation keeps
+    /// draining. Keep it about 10 s below the function timeout.
+    pub window: Duration,
+    /// `CLINIC_DISPATCH_POLL_MS` (default 500, 10–60000): the safety-net poll while idle, for
+    /// wake-ups that were not sent or not received.
+    pub poll_interval: Duration,
+}
+
+impl Default for DispatchConfig {
+    fn default() -> Self {
+        Self {
+            batch: 100,
+            lease: Duration::from_secs(30),
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                cap: Duration::from_secs(300),
+                jitter: Jitter::Equal,
+            },
+            max_attempts: 10,
+            window: Duration::from_secs(50),
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+impl DispatchConfig {
+    /// Reads every `CLINIC_DISPATCH_*` variable; unset ones take their default.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let defaults = Self::default();
+        let config = Self {
+            batch: bounded("CLINIC_DISPATCH_BATCH", defaults.batch as u64, 1..=1000)? as i64,
+            lease: millis("CLINIC_DISPATCH_LEASE_MS", 30_000, 100..=3_600_000)?,
+            backoff: Backoff {
+                base: millis("CLINIC_DISPATCH_BACKOFF_BASE_MS", 1_000, 1..=3_600_000)?,
+                cap: millis("CLINIC_DISPATCH_BACKOFF_CAP_MS", 300_000, 1..=86_400_000)?,
+                jitter: parsed("CLINIC_DISPATCH_JITTER", Jitter::Equal)?,
+            },
+            max_attempts: bounded("CLINIC_DISPATCH_MAX_ATTEMPTS", 10, 1..=1000)? as i32,
+            window: Duration::from_secs(bounded("CLINIC_DISPATCH_WINDOW_SECS", 50, 1..=890)?),
+            poll_interval: millis("CLINIC_DISPATCH_POLL_MS", 500, 10..=60_000)?,
+        };
+        if config.backoff.cap < config.backoff.base {
+            return Err(ConfigError::Invalid {
+                name: "CLINIC_DISPATCH_BACKOFF_CAP_MS",
+                value: config.backoff.cap.as_millis().to_string(),
+                message: "must not be below CLINIC_DISPATCH_BACKOFF_BASE_MS".into(),
+            });
+        }
+        Ok(config)
+    }
+}

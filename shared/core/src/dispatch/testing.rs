@@ -1,0 +1,98 @@
+//! Transports for tests and drills: fail on purpose, and count what was asked.
+//!
+//! Not used by any production path; `clinic dev` and the Lambdas never build these.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::transport::{Start, StartError, StartResult, Transport};
+use crate::listeners::Listener;
+
+/// Fails the starts of chosen listeners (or all of them) with a fixed error, passing the others to an
+/// inner transport. Counts every start it was asked for.
+pub struct FailingTransport {
+    inner: Option<Arc<dyn Transport>>,
+    failing: Option<Vec<Listener>>,
+    error: StartError,
+    requested: AtomicUsize,
+}
+
+impl std::fmt::Debug for FailingTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FailingTransport")
+            .field("failing", &self.failing)
+            .field("error", &self.error)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FailingTransport {
+    /// Every start fails with `error`.
+    pub fn always(error: StartError) -> Self {
+        Self {
+            inner: None,
+            failing: None,
+            error,
+            requested: AtomicUsize::new(0),
+        }
+    }
+
+    /// Starts of `failing` listeners fail with `error`; the others go to `inner`.
+    pub fn only(failing: Vec<Listener>, error: StartError, inner: Arc<dyn Transport>) -> Self {
+        Self {
+            inner: Some(inner),
+            failing: Some(failing),
+            error,
+            requested: AtomicUsize::new(0),
+        }
+    }
+
+    /// How many starts this transport was asked for so far.
+    pub fn requested(&self) -> usize {
+        self.requested.load(Ordering::SeqCst)
+    }
+
+    fn fails(&self, listener: Listener) -> bool {
+        self.failing
+            .as_ref()
+            .is_none_or(|failing| failing.contains(&listener))
+    }
+}
+
+#[async_trait]
+impl Transport for FailingTransport {
+    fn name(&self) -> &'static str {
+        "failing"
+    }
+
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        self.requested.fetch_add(starts.len(), Ordering::SeqCst);
+        let passed: Vec<Start<'_>> = starts
+            .iter()
+            .copied()
+            .filter(|s| !self.fails(s.listener))
+            .collect();
+        let mut inner_results = match &self.inner {
+            Some(inner) if !passed.is_empty() => inner.start(&passed).await,
+            _ => passed.iter().map(|_| Ok(None)).collect(),
+        }
+        .into_iter();
+        starts
+            .iter()
+            .map(|start| {
+                if self.fails(start.listener) {
+                    Err(self.error.clone())
+                } else {
+                    inner_results.next().unwrap_or_else(|| {
+                        Err(StartError::retryable(
+                            "transport_contract",
+                            "inner transport lost a result",
+                        ))
+                    })
+                }
+            })
+            .collect()
+    }
+}

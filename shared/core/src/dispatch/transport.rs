@@ -1,0 +1,165 @@
+//! How listener workflows are started.
+//!
+//! Invariants:
+//! - [`Transport::start`] answers exactly one result per requested start, in request order; a success
+//!   means the workflow will run (SQS accepted the message) or has run (`local`: the listener
+//!   committed its receipt). Anything else is an error with a stable code and ids-only text.
+//! - Transports hold no database transaction of the dispatcher: they are called between the claim and
+//!   the mark, with no transaction open.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use futures::{FutureExt, StreamExt};
+
+use crate::events::Envelope;
+use crate::listeners::{self, Listener, ListenerError, ListenerOutcome};
+use crate::notifications::{DeliveryLog, Notifier};
+
+/// One listener workflow to start for one event.
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    pub envelope: &'a Envelope,
+    pub listener: Listener,
+}
+
+/// Why a start failed. `permanent` means no retry can help (the row goes `dead` at once).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct StartError {
+    pub code: String,
+    pub message: String,
+    pub permanent: bool,
+}
+
+impl StartError {
+    pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            permanent: false,
+        }
+    }
+
+    pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            code: code.into(),
+            message: message.into(),
+            permanent: true,
+        }
+    }
+}
+
+impl From<ListenerError> for StartError {
+    fn from(error: ListenerError) -> Self {
+        Self {
+            code: error.code().to_owned(),
+            message: error.message().to_owned(),
+            permanent: error.is_permanent(),
+        }
+    }
+}
+
+/// A start's result: the transport's message id when it has one.
+pub type StartResult = Result<Option<String>, StartError>;
+
+/// Starts listener workflows.
+#[async_trait]
+pub trait Transport: Send + Sync {
+    /// A short name for logs (`local`, `sqs`, `noop`).
+    fn name(&self) -> &'static str;
+
+    /// Starts every requested workflow; one result per start, in order.
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult>;
+}
+
+/// Runs listeners in this process. A start succeeds only after the listener committed its receipt
+/// (with its effects), so the outbox row is marked `dispatched` only once the work is durable.
+#[derive(Clone)]
+pub struct LocalTransport {
+    pool: Pool,
+    notifier: Arc<dyn Notifier>,
+    concurrency: usize,
+}
+
+impl std::fmt::Debug for LocalTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalTransport")
+            .field("concurrency", &self.concurrency)
+            .finish()
+    }
+}
+
+impl LocalTransport {
+    /// Listeners on `pool` with the built-in delivery log; as many concurrent runs as the pool has
+    /// connections (minus one, left for the dispatcher's own marks).
+    pub fn new(pool: Pool) -> Self {
+        let concurrency = pool.status().max_size.saturating_sub(1).max(1);
+        Self {
+            pool,
+            notifier: Arc::new(DeliveryLog),
+            concurrency,
+        }
+    }
+
+    /// Uses another [`Notifier`].
+    pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    /// Caps the number of listener runs in flight.
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+}
+
+#[async_trait]
+impl Transport for LocalTransport {
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        let runs: Vec<futures::future::BoxFuture<'_, StartResult>> = starts
+            .iter()
+            .map(|start| self.run_one(*start).boxed())
+            .collect();
+        futures::stream::iter(runs)
+            .buffered(self.concurrency)
+            .collect()
+            .await
+    }
+}
+
+impl LocalTransport {
+    async fn run_one(&self, start: Start<'_>) -> StartResult {
+        let result =
+            listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope).await;
+        match result {
+            Ok(ListenerOutcome::Stale { reason }) => {
+                tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");
+                Ok(None)
+            }
+            Ok(_) => Ok(None),
+            Err(error) => Err(StartError::from(error)),
+        }
+    }
+}
+
+/// Accepts every start and does nothing: for benchmarks of the outbox itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopTransport;
+
+#[async_trait]
+impl Transport for NoopTransport {
+    fn name(&self) -> &'static str {
+        "noop"
+    }
+
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        starts.iter().map(|_| Ok(None)).collect()
+    }
+}

@@ -1,0 +1,220 @@
+//! Who is calling: verified claims (`sub`, `workspace_id`, `role`) become a [`Caller`].
+//!
+//! Behind API Gateway the JWT authorizer has verified the token and the Lambda adapter inserts its
+//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself (expiry
+//! required; `alg: none` and every other algorithm are rejected). A request without a usable identity
+//! answers 401; tokens are never logged.
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+use super::problem::ApiError;
+use super::AppState;
+use crate::config::AuthConfig;
+use crate::error::DomainError;
+use crate::events::Actor;
+use crate::ids::{parse_ulid, PatientId, WorkspaceId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Staff,
+    Admin,
+    Patient,
+}
+
+impl Role {
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "staff" => Some(Role::Staff),
+            "admin" => Some(Role::Admin),
+            "patient" => Some(Role::Patient),
+            _ => None,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::Staff => "staff",
+            Role::Admin => "admin",
+            Role::Patient => "patient",
+        }
+    }
+}
+
+/// Claims an upstream authorizer already verified (API Gateway's JWT authorizer), by name.
+#[derive(Debug, Clone, Default)]
+pub struct VerifiedClaims(pub HashMap<String, String>);
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub workspace_id: WorkspaceId,
+    pub role: Role,
+    /// A member id for staff and admins, the patient's own id for patients.
+    pub subject: Ulid,
+}
+
+impl Caller {
+    /// Builds a caller from claim values; any missing or malformed claim is unauthenticated.
+    pub fn from_claims(sub: Option<&str>, workspace_id: Option<&str>, role: Option<&str>) -> Option<Caller> {
+        Some(Caller {
+            subject: parse_ulid(sub?).ok()?,
+            workspace_id: workspace_id?.parse().ok()?,
+            role: Role::parse(role?)?,
+        })
+    }
+
+    pub fn actor(&self) -> Actor {
+        match self.role {
+            Role::Patient => Actor::Patient { id: self.subject },
+            Role::Staff | Role::Admin => Actor::Member { id: self.subject },
+        }
+    }
+
+    /// Staff and admins pass; a patient gets 403.
+    pub fn require_staff(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Staff | Role::Admin => Ok(()),
+            Role::Patient => Err(DomainError::Forbidden.into()),
+        }
+    }
+
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Staff | Role::Patient => Err(DomainError::Forbidden.into()),
+        }
+    }
+
+    /// The patient this caller is, when the caller is a patient.
+    pub fn patient(&self) -> Option<PatientId> {
+        (self.role == Role::Patient).then(|| PatientId::from_ulid(self.subject))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)
+    }
+}
+
+/// The claims of a locally issued token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenClaims {
+    pub sub: String,
+    pub workspace_id: String,
+    pub role: String,
+    pub exp: u64,
+    pub iat: u64,
+}
+
+/// Issues an HS256 token valid for `ttl` (used by `clinic token` and tests).
+pub fn issue_token(
+    secret: &[u8],
+    workspace_id: WorkspaceId,
+    sub: Ulid,
+    role: Role,
+    ttl: std::time::Duration,
+) -> Result<String, jsonwebtoken::errors::Error> {
+    let now = chrono::Utc::now().timestamp().max(0) as u64;
+    let claims = TokenClaims {
+        sub: sub.to_string(),
+        workspace_id: workspace_id.to_string(),
+        role: role.as_str().into(),
+        iat: now,
+        exp: now + ttl.as_secs(),
+    };
+    let key = EncodingKey::from_secret(secret)?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+}
+
+fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
+    let token = authorization.strip_prefix("Bearer ")?.trim();
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.set_required_spec_claims(&["exp"]);
+    validation.leeway = 5;
+    let key = DecodingKey::from_secret(secret).ok()?;
+    let data = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation).ok()?;
+    Caller::from_claims(Some(&data.claims.sub), Some(&data.claims.workspace_id), Some(&data.claims.role))
+}
+
+/// Middleware: resolves the caller from verified claims or a bearer token and stores it in the
+/// request's extensions. Routes that need a caller reject the request when none was stored.
+pub async fn identify(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let caller = match &state.api.auth {
+        AuthConfig::ApiGatewayClaims => request.extensions().get::<VerifiedClaims>().and_then(|claims| {
+            Caller::from_claims(
+                claims.0.get("sub").map(String::as_str),
+                claims.0.get("workspace_id").map(String::as_str),
+                claims.0.get("role").map(String::as_str),
+            )
+        }),
+        AuthConfig::Hs256 { secret } => request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| verify_bearer(secret, value)),
+    };
+    if let Some(caller) = caller {
+        request.extensions_mut().insert(caller);
+    } else if request.headers().contains_key(axum::http::header::AUTHORIZATION) {
+        // A token was sent but did not verify: answer 401 even on routes that need no caller.
+        return ApiError::Unauthenticated.into_response();
+    }
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verifies_its_own_tokens_and_rejects_others() {
+        let workspace = WorkspaceId::generate();
+        let sub = Ulid::generate();
+        let token = issue_token(b"secret-one", workspace, sub, Role::Staff, std::time::Duration::from_secs(60))
+            .unwrap();
+        let caller = verify_bearer(b"secret-one", &format!("Bearer {token}")).unwrap();
+        assert_eq!(caller.workspace_id, workspace);
+        assert_eq!(caller.role, Role::Staff);
+        assert!(verify_bearer(b"secret-two", &format!("Bearer {token}")).is_none());
+        assert!(verify_bearer(b"secret-one", &token).is_none());
+    }
+
+    #[test]
+    fn rejects_alg_none_and_expired_tokens() {
+        use base64::Engine;
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = engine.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let claims = engine.encode(
+            format!(
+                r#"{{"sub":"{}","workspace_id":"{}","role":"admin","exp":9999999999,"iat":0}}"#,
+                Ulid::generate(),
+                WorkspaceId::generate()
+            )
+            .as_bytes(),
+        );
+        assert!(verify_bearer(b"secret", &format!("Bearer {header}.{claims}.")).is_none());
+        let expired = TokenClaims {
+            sub: Ulid::generate().to_string(),
+            workspace_id: WorkspaceId::generate().to_string(),
+            role: "admin".into(),
+            exp: 1_000,
+            iat: 0,
+        };
+        let token =
+            jsonwebtoken::encode(&Header::default(), &expired, &EncodingKey::from_secret(b"secret").unwrap())
+                .unwrap();
+        assert!(verify_bearer(b"secret", &format!("Bearer {token}")).is_none());
+    }
+}

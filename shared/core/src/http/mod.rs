@@ -1,0 +1,84 @@
+//! The HTTP API: one axum `Router`, served by `lambda_http` in Lambda and by a TCP listener locally.
+//!
+//! Invariants:
+//! - Every response, including errors and unknown routes, carries `X-Correlation-Id`.
+//! - Every error is an `application/problem+json` document built by [`problem::ApiError`].
+//! - Every query is scoped to the caller's workspace; another workspace's resource answers 404.
+//! - [`ROUTES`] lists exactly the implemented routes; a test keeps it, the router and the OpenAPI
+//!   document in agreement.
+
+pub mod auth;
+pub mod cursor;
+pub mod mutation;
+pub mod problem;
+pub mod request;
+mod routes;
+
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::{get, post};
+use axum::Router;
+use deadpool_postgres::Pool;
+
+use crate::config::ApiConfig;
+use problem::ApiError;
+
+/// What every handler shares: the pool and the API settings.
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: Pool,
+    pub api: ApiConfig,
+}
+
+/// Every implemented route as (method, path template), in OpenAPI spelling.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/healthz"),
+    ("get", "/openapi.json"),
+    ("post", "/v1/patients"),
+    ("get", "/v1/patients/{id}"),
+    ("patch", "/v1/patients/{id}"),
+    ("delete", "/v1/patients/{id}"),
+    ("get", "/v1/patients/{id}/timeline"),
+    ("post", "/v1/practitioners"),
+    ("get", "/v1/practitioners/{id}"),
+    ("get", "/v1/practitioners/{id}/timeline"),
+    ("post", "/v1/appointments"),
+    ("get", "/v1/appointments/{id}"),
+    ("post", "/v1/appointments/{id}/reschedule"),
+    ("post", "/v1/appointments/{id}/cancel"),
+    ("post", "/v1/appointments/{id}/complete"),
+    ("get", "/v1/appointments/{id}/timeline"),
+    ("get", "/v1/notifications"),
+];
+
+/// The OpenAPI document served at `/openapi.json`.
+pub const OPENAPI_JSON: &str = include_str!("openapi.json");
+
+/// Builds the router with its middleware.
+pub fn router(state: AppState) -> Router {
+    use routes::{appointments, health, notifications, patients, practitioners, timelines};
+    Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/openapi.json", get(health::openapi))
+        .route("/v1/patients", post(patients::create))
+        .route(
+            "/v1/patients/{id}",
+            get(patients::get_one).patch(patients::update).delete(patients::delete),
+        )
+        .route("/v1/patients/{id}/timeline", get(timelines::patient))
+        .route("/v1/practitioners", post(practitioners::create))
+        .route("/v1/practitioners/{id}", get(practitioners::get_one))
+        .route("/v1/practitioners/{id}/timeline", get(timelines::practitioner))
+        .route("/v1/appointments", post(appointments::create))
+        .route("/v1/appointments/{id}", get(appointments::get_one))
+        .route("/v1/appointments/{id}/reschedule", post(appointments::reschedule))
+        .route("/v1/appointments/{id}/cancel", post(appointments::cancel))
+        .route("/v1/appointments/{id}/complete", post(appointments::complete))
+        .route("/v1/appointments/{id}/timeline", get(timelines::appointment))
+        .route("/v1/notifications", get(notifications::list))
+        .fallback(|| async { ApiError::NoRoute })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(from_fn(request::limit_body))
+        .layer(from_fn_with_state(state.clone(), auth::identify))
+        .layer(from_fn(request::correlate))
+        .with_state(state)
+}

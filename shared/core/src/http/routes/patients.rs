@@ -1,0 +1,84 @@
+//! `/v1/patients`: create, read, update, delete.
+
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::{context, path_id};
+use crate::error::DomainError;
+use crate::http::auth::Caller;
+use crate::http::mutation::{fingerprint, Begun, Resource, UnitOfWork};
+use crate::http::problem::ApiError;
+use crate::http::request::{JsonBody, RequestIds};
+use crate::http::AppState;
+use crate::ids::PatientId;
+use crate::patients::{self, NewPatient, PatientChanges};
+
+pub async fn create(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: RequestIds,
+    OriginalUri(uri): OriginalUri,
+    headers: HeaderMap,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require_staff()?;
+    let print = fingerprint("POST", uri.path(), &body.value);
+    let command = NewPatient::try_from(body.value)?;
+    let mut conn = state.pool.get().await?;
+    let uow = match UnitOfWork::begin(&mut conn, &state, caller, &headers, print).await? {
+        Begun::Fresh(uow) => uow,
+        Begun::Replayed(response) => return Ok(response),
+    };
+    let (patient, _) = patients::create(uow.tx(), &context(&caller, &ids), command).await?;
+    uow.finish(&state, StatusCode::CREATED, Resource::Patient(patient)).await
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id: PatientId = path_id(&id)?;
+    if let Some(own) = caller.patient() {
+        if own != id {
+            return Err(DomainError::Forbidden.into());
+        }
+    }
+    let conn = state.pool.get().await?;
+    let patient = patients::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    Ok(Json(patient).into_response())
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: RequestIds,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    caller.require_staff()?;
+    let id: PatientId = path_id(&id)?;
+    let changes = PatientChanges::try_from(body.value)?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let (patient, _) = patients::update(&tx, &context(&caller, &ids), id, changes).await?;
+    tx.commit().await?;
+    Ok(Json(patient).into_response())
+}
+
+pub async fn delete(
+    State(state): State<AppState>,
+    caller: Caller,
+    ids: RequestIds,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_staff()?;
+    let id: PatientId = path_id(&id)?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    patients::delete(&tx, &context(&caller, &ids), id, None).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

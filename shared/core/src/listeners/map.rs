@@ -1,0 +1,115 @@
+//! The listener catalog and the compile-checked listener map.
+//!
+//! Invariants:
+//! - [`Listener`] is fieldless; its `as_str` names are stable (they are part of idempotency keys,
+//!   `listener_starts`, `listener_receipts`, queue configuration and message attributes) and never
+//!   renamed: a changed behaviour gets a new listener.
+//! - [`listeners`] is an exhaustive `match` over [`EventType`] with no wildcard arm, so a new event
+//!   type does not compile until its listener list (possibly empty) is written here.
+
+use std::fmt;
+
+use crate::events::EventType;
+
+macro_rules! listener_catalog {
+    ($($variant:ident => $name:literal;)+) => {
+        /// A listener workflow started for an event.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Listener {
+            $($variant,)+
+        }
+
+        impl Listener {
+            /// Every listener, in catalog order.
+            pub const ALL: &'static [Listener] = &[$(Listener::$variant,)+];
+
+            /// The stable name, e.g. `patient_booking_confirmation`.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $(Listener::$variant => $name,)+
+                }
+            }
+
+            /// The inverse of [`Listener::as_str`].
+            pub fn parse(name: &str) -> Option<Listener> {
+                match name {
+                    $($name => Some(Listener::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+listener_catalog! {
+    PatientBookingConfirmation => "patient_booking_confirmation";
+    PractitionerScheduleChange => "practitioner_schedule_change";
+    PatientRescheduleNotice => "patient_reschedule_notice";
+    PatientCancellationNotice => "patient_cancellation_notice";
+    PatientReminder => "patient_reminder";
+    CancelFutureAppointments => "cancel_future_appointments";
+}
+
+impl fmt::Display for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The listeners started for each event type. Exhaustive, no wildcard: an empty list is an answer.
+pub fn listeners(event: EventType) -> &'static [Listener] {
+    use Listener::*;
+    match event {
+        EventType::AppointmentCreated => &[PatientBookingConfirmation, PractitionerScheduleChange],
+        EventType::AppointmentRescheduled => &[PatientRescheduleNotice],
+        EventType::AppointmentCancelled => &[PatientCancellationNotice, PractitionerScheduleChange],
+        EventType::AppointmentReminderDue => &[PatientReminder],
+        EventType::PatientDeleted => &[CancelFutureAppointments],
+        EventType::PatientCreated => &[],
+        EventType::PatientUpdated => &[],
+        EventType::PractitionerCreated => &[],
+        EventType::AppointmentCompleted => &[],
+    }
+}
+
+/// True when `listener` is routed for `event` (a message naming another pair is permanently wrong).
+pub fn is_routed(event: EventType, listener: Listener) -> bool {
+    listeners(event).contains(&listener)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listener_names_round_trip() {
+        for listener in Listener::ALL {
+            assert_eq!(Listener::parse(listener.as_str()), Some(*listener));
+        }
+        assert_eq!(Listener::parse("send_fax"), None);
+    }
+
+    #[test]
+    fn every_event_type_has_an_explicit_listener_list() {
+        let mut routed = std::collections::BTreeSet::new();
+        for event in EventType::ALL {
+            let names: Vec<&str> = listeners(*event).iter().map(|l| l.as_str()).collect();
+            println!("{:<26} -> {:?}", event.as_str(), names);
+            routed.extend(listeners(*event).iter().copied());
+        }
+        assert_eq!(
+            listeners(EventType::AppointmentCreated),
+            &[
+                Listener::PatientBookingConfirmation,
+                Listener::PractitionerScheduleChange
+            ]
+        );
+        assert_eq!(
+            listeners(EventType::PatientDeleted),
+            &[Listener::CancelFutureAppointments]
+        );
+        assert!(listeners(EventType::PatientCreated).is_empty());
+        // Every listener is reachable from some event type.
+        assert_eq!(routed.len(), Listener::ALL.len());
+    }
+}

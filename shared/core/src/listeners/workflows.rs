@@ -1,0 +1,248 @@
+//! The listener workflows themselves: receipt first, reload, stale check, effect, commit.
+
+use chrono::Utc;
+use deadpool_postgres::Pool;
+
+use super::{is_routed, Listener, ListenerError, ListenerOutcome};
+use crate::appointments::{self, Appointment, AppointmentStatus};
+use crate::context::Ctx;
+use crate::db::{sql, Tx};
+use crate::events::{Actor, Cause, Envelope, EventType, ResourceType};
+use crate::ids::{AppointmentId, PatientId};
+use crate::notifications::{DeliveryLog, NewNotification, Notifier, RecipientKind};
+
+const INSERT_RECEIPT: &str = "INSERT INTO listener_receipts (listener, event_id) VALUES ($1, $2) \
+                              ON CONFLICT DO NOTHING";
+
+/// The channel the built-in templates are sent on.
+const CHANNEL: &str = "email";
+
+/// Runs `listener` for `envelope` with the built-in [`DeliveryLog`] notifier.
+pub async fn run(
+    pool: &Pool,
+    listener: Listener,
+    envelope: &Envelope,
+) -> Result<ListenerOutcome, ListenerError> {
+    run_with(pool, &DeliveryLog, listener, envelope).await
+}
+
+/// Runs `listener` for `envelope` in one transaction, notifying through `notifier`.
+pub async fn run_with(
+    pool: &Pool,
+    notifier: &dyn Notifier,
+    listener: Listener,
+    envelope: &Envelope,
+) -> Result<ListenerOutcome, ListenerError> {
+    if !is_routed(envelope.event_type, listener) {
+        return Err(ListenerError::Permanent {
+            code: "listener_not_routed",
+            message: format!("{listener} does not handle {}", envelope.event_type),
+        });
+    }
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let receipt = sql::execute(&tx, INSERT_RECEIPT, &[&listener.as_str(), &envelope.id]).await?;
+    if receipt == 0 {
+        tx.rollback().await?;
+        return Ok(ListenerOutcome::Duplicate);
+    }
+    let outcome = work(&tx, notifier, listener, envelope).await?;
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+async fn work(
+    tx: &Tx<'_>,
+    notifier: &dyn Notifier,
+    listener: Listener,
+    env: &Envelope,
+) -> Result<ListenerOutcome, ListenerError> {
+    match listener {
+        Listener::CancelFutureAppointments => cancel_future_appointments(tx, env).await,
+        Listener::PatientBookingConfirmation => {
+            notify_about_appointment(
+                tx,
+                notifier,
+                listener,
+                env,
+                Recipient::Patient,
+                Freshness::Current,
+                "appointment.booking_confirmation",
+            )
+            .await
+        }
+        Listener::PatientRescheduleNotice => {
+            notify_about_appointment(
+                tx,
+                notifier,
+                listener,
+                env,
+                Recipient::Patient,
+                Freshness::Current,
+                "appointment.reschedule_notice",
+            )
+            .await
+        }
+        Listener::PatientReminder => {
+            notify_about_appointment(
+                tx,
+                notifier,
+                listener,
+                env,
+                Recipient::Patient,
+                Freshness::Current,
+                "appointment.reminder",
+            )
+            .await
+        }
+        Listener::PatientCancellationNotice => {
+            notify_about_appointment(
+                tx,
+                notifier,
+                listener,
+                env,
+                Recipient::Patient,
+                Freshness::Any,
+                "appointment.cancellation_notice",
+            )
+            .await
+        }
+        Listener::PractitionerScheduleChange => {
+            let (freshness, template) = match env.event_type {
+                EventType::AppointmentCancelled => {
+                    (Freshness::Any, "appointment.schedule_change.cancelled")
+                }
+                _ => (Freshness::StillBooked, "appointment.schedule_change.booked"),
+            };
+            notify_about_appointment(
+                tx,
+                notifier,
+                listener,
+                env,
+                Recipient::Practitioner,
+                freshness,
+                template,
+            )
+            .await
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Recipient {
+    Patient,
+    Practitioner,
+}
+
+/// When the current appointment still warrants the notification.
+#[derive(Debug, Clone, Copy)]
+enum Freshness {
+    /// Still booked and not changed since the event (a later reschedule or cancellation sends its
+    /// own, newer notice).
+    Current,
+    /// Still booked (the time may have moved; the appointment is still on the schedule).
+    StillBooked,
+    /// Always valid (a cancellation notice stays true whatever happened later).
+    Any,
+}
+
+fn stale_reason(
+    appointment: &Appointment,
+    env: &Envelope,
+    freshness: Freshness,
+) -> Option<&'static str> {
+    let booked = appointment.status == AppointmentStatus::Booked;
+    match freshness {
+        Freshness::Any => None,
+        Freshness::StillBooked if !booked => Some("appointment_not_booked"),
+        Freshness::StillBooked => None,
+        Freshness::Current if !booked => Some("appointment_not_booked"),
+        Freshness::Current if appointment.version > env.resource_version => {
+            Some("appointment_changed")
+        }
+        Freshness::Current => None,
+    }
+}
+
+fn expect_resource(env: &Envelope, expected: ResourceType) -> Result<(), ListenerError> {
+    if env.resource_type == expected {
+        Ok(())
+    } else {
+        Err(ListenerError::Permanent {
+            code: "wrong_resource_type",
+            message: format!("event {} is about a {}", env.id, env.resource_type.as_str()),
+        })
+    }
+}
+
+async fn notify_about_appointment(
+    tx: &Tx<'_>,
+    notifier: &dyn Notifier,
+    listener: Listener,
+    env: &Envelope,
+    recipient: Recipient,
+    freshness: Freshness,
+    template: &'static str,
+) -> Result<ListenerOutcome, ListenerError> {
+    expect_resource(env, ResourceType::Appointment)?;
+    let id = AppointmentId::from_ulid(env.resource_id);
+    let Some(appointment) = appointments::repo::find(tx, env.workspace_id, id).await? else {
+        return Ok(ListenerOutcome::Stale {
+            reason: "appointment_missing",
+        });
+    };
+    if let Some(reason) = stale_reason(&appointment, env, freshness) {
+        return Ok(ListenerOutcome::Stale { reason });
+    }
+    let (recipient_kind, recipient_id) = match recipient {
+        Recipient::Patient => {
+            // A deleted patient is not contacted any more.
+            if crate::patients::repo::find(tx, env.workspace_id, appointment.patient_id)
+                .await?
+                .is_none()
+            {
+                return Ok(ListenerOutcome::Stale {
+                    reason: "patient_deleted",
+                });
+            }
+            (RecipientKind::Patient, appointment.patient_id.ulid())
+        }
+        Recipient::Practitioner => (
+            RecipientKind::Practitioner,
+            appointment.practitioner_id.ulid(),
+        ),
+    };
+    let notification = NewNotification {
+        workspace_id: env.workspace_id,
+        event_id: env.id,
+        listener,
+        recipient_kind,
+        recipient_id,
+        template,
+        channel: CHANNEL,
+    };
+    notifier.notify(tx, &notification).await?;
+    Ok(ListenerOutcome::Applied { effects: 1 })
+}
+
+/// `patient.deleted`: cancel the patient's future booked appointments, each a normal mutation with
+/// its own `appointment.cancelled` event (actor `system`, causation = the deletion event).
+async fn cancel_future_appointments(
+    tx: &Tx<'_>,
+    env: &Envelope,
+) -> Result<ListenerOutcome, ListenerError> {
+    expect_resource(env, ResourceType::Patient)?;
+    let ctx = Ctx {
+        workspace_id: env.workspace_id,
+        cause: Cause {
+            actor: Actor::System,
+            correlation_id: env.correlation_id,
+            causation_id: env.id.into(),
+        },
+    };
+    let patient_id = PatientId::from_ulid(env.resource_id);
+    let events = appointments::cancel_future_of_patient(tx, &ctx, patient_id, Utc::now()).await?;
+    Ok(ListenerOutcome::Applied {
+        effects: events.len(),
+    })
+}

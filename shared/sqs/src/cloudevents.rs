@@ -1,0 +1,214 @@
+//! The message body: a CloudEvents 1.0.2 structured-mode JSON document.
+//!
+//! `specversion` "1.0", `id` = event id, `source` = `<prefix>/workspaces/<workspaceId>`, `type` =
+//! `clinic.<event type>.v<envelope version>` (e.g. `clinic.appointment.created.v1`), `subject` = the
+//! resource id, `time` = `occurredAt`, `datacontenttype` "application/json", `data` = the envelope, and
+//! the extensions `tenantid` (workspace id), `correlationid`, `causationid` and `listener`.
+//!
+//! [`parse_message`] is strict: a body that is not such a document, names an unknown listener, or whose
+//! attributes disagree with its envelope is a [`MessageError`] — permanent for that message.
+
+use chrono::{DateTime, Utc};
+use clinic_core::events::Envelope;
+use clinic_core::listeners::Listener;
+use serde::{Deserialize, Serialize};
+
+pub const SPEC_VERSION: &str = "1.0";
+pub const DATA_CONTENT_TYPE: &str = "application/json";
+
+/// A structured-mode CloudEvent carrying an envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudEvent {
+    pub specversion: String,
+    pub id: String,
+    pub source: String,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub subject: String,
+    pub time: DateTime<Utc>,
+    pub datacontenttype: String,
+    pub data: Envelope,
+    pub tenantid: String,
+    pub correlationid: String,
+    pub causationid: String,
+    pub listener: String,
+}
+
+/// The CloudEvents `type` of an envelope, e.g. `clinic.appointment.created.v1`.
+pub fn cloud_event_type(envelope: &Envelope) -> String {
+    format!(
+        "clinic.{}.v{}",
+        envelope.event_type.as_str(),
+        envelope.version
+    )
+}
+
+/// Wraps `envelope` for `listener`; `source_prefix` is e.g. `/clinic`.
+pub fn to_cloud_event(envelope: &Envelope, listener: Listener, source_prefix: &str) -> CloudEvent {
+    CloudEvent {
+        specversion: SPEC_VERSION.into(),
+        id: envelope.id.to_string(),
+        source: format!(
+            "{}/workspaces/{}",
+            source_prefix.trim_end_matches('/'),
+            envelope.workspace_id
+        ),
+        event_type: cloud_event_type(envelope),
+        subject: envelope.resource_id.to_string(),
+        time: envelope.occurred_at,
+        datacontenttype: DATA_CONTENT_TYPE.into(),
+        data: envelope.clone(),
+        tenantid: envelope.workspace_id.to_string(),
+        correlationid: envelope.correlation_id.to_string(),
+        causationid: envelope.causation_id.to_string(),
+        listener: listener.as_str().into(),
+    }
+}
+
+/// Why a message body cannot be run. Always permanent for that message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    #[error("body is not a clinic CloudEvent: {0}")]
+    Malformed(String),
+    #[error("unsupported specversion {0}")]
+    SpecVersion(String),
+    #[error("unknown listener {0}")]
+    UnknownListener(String),
+    #[error("attribute {0} disagrees with the envelope")]
+    Inconsistent(&'static str),
+}
+
+impl MessageError {
+    /// A stable code for logs and metrics.
+    pub fn code(&self) -> &'static str {
+        match self {
+            MessageError::Malformed(_) => "malformed_message",
+            MessageError::SpecVersion(_) => "unsupported_specversion",
+            MessageError::UnknownListener(_) => "unknown_listener",
+            MessageError::Inconsistent(_) => "inconsistent_message",
+        }
+    }
+}
+
+/// Reads a message body back into the listener to run and the envelope to run it for.
+pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
+    let event: CloudEvent = serde_json::from_str(body).map_err(|e| {
+        // serde_json's message names the field and position, never the value of a string.
+        MessageError::Malformed(format!(
+            "line {} column {}: {}",
+            e.line(),
+            e.column(),
+            e.classify_name()
+        ))
+    })?;
+    if event.specversion != SPEC_VERSION {
+        return Err(MessageError::SpecVersion(event.specversion));
+    }
+    let listener = Listener::parse(&event.listener)
+        .ok_or(MessageError::UnknownListener(event.listener.clone()))?;
+    let envelope = event.data;
+    if event.id != envelope.id.to_string() {
+        return Err(MessageError::Inconsistent("id"));
+    }
+    if event.event_type != cloud_event_type(&envelope) {
+        return Err(MessageError::Inconsistent("type"));
+    }
+    if event.tenantid != envelope.workspace_id.to_string() {
+        return Err(MessageError::Inconsistent("tenantid"));
+    }
+    if event.subject != envelope.resource_id.to_string() {
+        return Err(MessageError::Inconsistent("subject"));
+    }
+    Ok((listener, envelope))
+}
+
+trait ClassifyName {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl ClassifyName for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "io",
+            serde_json::error::Category::Syntax => "not JSON",
+            serde_json::error::Category::Data => "missing or invalid attribute",
+            serde_json::error::Category::Eof => "truncated",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clinic_core::events::{Actor, EventType, ResourceType, ENVELOPE_VERSION};
+    use clinic_core::ids::{CausationId, CorrelationId, EventId, WorkspaceId};
+    use ulid::Ulid;
+
+    fn envelope() -> Envelope {
+        Envelope {
+            id: EventId::generate(),
+            event_type: EventType::AppointmentCreated,
+            version: ENVELOPE_VERSION,
+            workspace_id: WorkspaceId::generate(),
+            actor: Actor::System,
+            occurred_at: Utc::now(),
+            recorded_at: Utc::now(),
+            resource_type: ResourceType::Appointment,
+            resource_id: Ulid::generate(),
+            resource_version: 1,
+            correlation_id: CorrelationId::generate(),
+            causation_id: CausationId(Ulid::generate()),
+        }
+    }
+
+    #[test]
+    fn round_trips_and_carries_the_required_attributes() {
+        let env = envelope();
+        let body = serde_json::to_string(&to_cloud_event(
+            &env,
+            Listener::PatientBookingConfirmation,
+            "/clinic/",
+        ))
+        .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(json["specversion"], "1.0");
+        assert_eq!(json["type"], "clinic.appointment.created.v1");
+        assert_eq!(
+            json["source"],
+            format!("/clinic/workspaces/{}", env.workspace_id)
+        );
+        assert_eq!(json["datacontenttype"], "application/json");
+        assert_eq!(json["tenantid"], env.workspace_id.to_string());
+        let (listener, back) = parse_message(&body).unwrap();
+        assert_eq!(listener, Listener::PatientBookingConfirmation);
+        assert_eq!(back, env);
+    }
+
+    #[test]
+    fn rejects_malformed_unknown_and_inconsistent_bodies() {
+        assert_eq!(
+            parse_message("not json").unwrap_err().code(),
+            "malformed_message"
+        );
+        assert_eq!(parse_message("{}").unwrap_err().code(), "malformed_message");
+        let env = envelope();
+        let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
+        event.listener = "send_fax".into();
+        let body = serde_json::to_string(&event).unwrap();
+        assert_eq!(parse_message(&body).unwrap_err().code(), "unknown_listener");
+        let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
+        event.id = EventId::generate().to_string();
+        let body = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            parse_message(&body).unwrap_err(),
+            MessageError::Inconsistent("id")
+        );
+        let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
+        event.specversion = "0.3".into();
+        let body = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            parse_message(&body).unwrap_err().code(),
+            "unsupported_specversion"
+        );
+    }
+}

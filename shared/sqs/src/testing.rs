@@ -1,0 +1,116 @@
+//! Test support: a local SQS emulator (`moto_server`) and queues for every listener.
+//!
+//! Used by this crate's and the functions' tests only. `CLINIC_TEST_SQS_ENDPOINT` (exported by
+//! `tests/run` when it runs an emulator) is used as is; otherwise a `moto_server` child process is
+//! started on a free port and killed when the [`Emulator`] is dropped. When neither is available,
+//! [`Emulator::start`] answers `None` and the caller skips loudly.
+
+use std::collections::HashMap;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use clinic_core::listeners::Listener;
+
+use crate::config::QueueMap;
+
+/// A reachable SQS endpoint, owning the emulator process when it started one.
+#[derive(Debug)]
+pub struct Emulator {
+    pub endpoint: String,
+    child: Option<Child>,
+}
+
+impl Emulator {
+    /// The configured endpoint, or a fresh `moto_server`; `None` when neither can be had.
+    pub fn start() -> Option<Emulator> {
+        if let Ok(endpoint) = std::env::var("CLINIC_TEST_SQS_ENDPOINT") {
+            if !endpoint.trim().is_empty() {
+                return Some(Emulator {
+                    endpoint,
+                    child: None,
+                });
+            }
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match child {
+            Ok(child) => child,
+            Err(error) => {
+                eprintln!("!!! SKIPPING SQS TEST: moto_server could not be started ({error}); install it or set CLINIC_TEST_SQS_ENDPOINT");
+                return None;
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return Some(Emulator {
+                    endpoint: format!("http://127.0.0.1:{port}"),
+                    child: Some(child),
+                });
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                eprintln!("!!! SKIPPING SQS TEST: moto_server exited early ({status})");
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        eprintln!("!!! SKIPPING SQS TEST: moto_server did not listen within 30 s");
+        None
+    }
+
+    /// A client for the emulator: test credentials, `us-east-1`.
+    pub fn client(&self) -> aws_sdk_sqs::Client {
+        let config = aws_sdk_sqs::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("test", "test", None, None, "clinic-tests"))
+            .endpoint_url(&self.endpoint)
+            .build();
+        aws_sdk_sqs::Client::from_conf(config)
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Creates one queue per listener, named `<prefix>-<listener>` (FIFO when `fifo`).
+pub async fn create_queues(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    fifo: bool,
+) -> Result<QueueMap, Box<dyn std::error::Error + Send + Sync>> {
+    let mut queues = HashMap::new();
+    for listener in Listener::ALL {
+        let name = format!("{prefix}-{}", listener.as_str().replace('_', "-"));
+        let mut request = client.create_queue();
+        if fifo {
+            request = request
+                .queue_name(format!("{name}.fifo"))
+                .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
+        } else {
+            request = request.queue_name(name);
+        }
+        let output = request.send().await?;
+        let url = output.queue_url().ok_or("no queue url")?.to_owned();
+        queues.insert(*listener, url);
+    }
+    Ok(QueueMap::new(queues)?)
+}

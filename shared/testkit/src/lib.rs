@@ -1,0 +1,731 @@
+//! Test-only helpers: a fresh PostgreSQL database per test, and test logging.
+//!
+//! Invariants:
+//! - Every test that touches the database gets its own database, `clinic_test_<ulid>`, copied from a
+//!   template that holds every migration. Real PostgreSQL, never a mock; no test sees another's rows.
+//! - The server is `DATABASE_URL` when set, else `postgres://postgres@127.0.0.1:5432/postgres`
+//!   `?sslmode=disable` (`tests/run` always sets `DATABASE_URL`). The role needs `CREATEDB`.
+//! - The template is named by the checksum of all migration SQL (`clinic_template_<hash>`), so test
+//!   processes built from the same migrations share it (nextest runs binaries in parallel) and a
+//!   changed migration list gets a new one. It is built once per process at most, under an advisory
+//!   lock taken in the admin database (one lock for the whole server), under a temporary name, and
+//!   renamed only when fully migrated: a crash mid-build never leaves a template that looks finished.
+//!   Templates of other migration lists are left alone (another checkout may be using them).
+//! - A [`TestDb`] drops its database `WITH (FORCE)` when it goes out of scope, from its own thread
+//!   and runtime, so dropping works inside or outside a tokio runtime and never panics. Set
+//!   `TEST_KEEP_DB=1` to keep the databases for inspection. Databases leaked by a killed process are
+//!   swept once they are [`STALE_AFTER`] old (the ULID in the name carries the creation time).
+//! - Logging: one global subscriber per test process, installed by [`init_test_logging`] or
+//!   [`capture_logs`], whichever comes first. It always records `clinic*` targets (TRACE) and other
+//!   targets (INFO) as JSON into an in-memory buffer once a test has called [`capture_logs`], and
+//!   prints to the test writer only when `TEST_LOG=1` (filtered by `RUST_LOG` when set).
+
+pub mod app;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use clinic_core::db::{self, MIGRATIONS};
+use sha2::{Digest, Sha256};
+use tokio::sync::OnceCell;
+use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+use ulid::Ulid;
+
+/// The server used when `DATABASE_URL` is not set. TLS is disabled: a local Debian cluster offers
+/// TLS with a self-signed certificate, which `sslmode=prefer` would try and then reject.
+pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable";
+
+/// Test databases older than this are assumed leaked by a killed test process and are dropped.
+pub const STALE_AFTER: Duration = Duration::from_secs(6 * 60 * 60);
+
+/// Connections in each test database's pool.
+const POOL_SIZE: usize = 8;
+
+/// Advisory lock key (in the admin database) serialising template builds across processes.
+const TEMPLATE_LOCK_KEY: i64 = 0x0063_6c69_6e74_706c; // "clintpl"
+
+const TEST_DB_PREFIX: &str = "clinic_test_";
+
+/// The admin connection string: `DATABASE_URL` when set and not blank, else [`DEFAULT_ADMIN_URL`].
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .ok()
+        .filter(|url| !url.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_ADMIN_URL.to_owned())
+}
+
+fn ca_file() -> Option<String> {
+    std::env::var("CLINIC_DB_CA_FILE")
+        .ok()
+        .filter(|path| !path.is_empty())
+}
+
+/// Opens one connection to the admin database (the one `DATABASE_URL` names).
+pub async fn admin_client() -> tokio_postgres::Client {
+    let url = admin_url();
+    db::connect_single(&url, ca_file().as_deref(), None).await.unwrap_or_else(|error| {
+        panic!(
+            "testkit: cannot connect to PostgreSQL at {} ({error}); run the tests with `tests/run`, \
+             or set DATABASE_URL to a server where this role may CREATE DATABASE",
+            redact(&url)
+        )
+    })
+}
+
+/// A database of its own for one test, migrated, dropped when this value is dropped.
+pub struct TestDb {
+    /// A pool (8 connections) on the test database, as the connecting (super)user.
+    pub pool: deadpool_postgres::Pool,
+    /// The test database's connection string.
+    pub url: String,
+    /// The test database's name, `clinic_test_<ulid>`.
+    pub name: String,
+    admin_url: String,
+}
+
+impl std::fmt::Debug for TestDb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestDb")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Creates a fresh, fully migrated database (a copy of the template) and a pool on it.
+///
+/// Panics with a clear message when PostgreSQL is unreachable; this is test-only code.
+pub async fn fresh_db() -> TestDb {
+    let template = template().await;
+    let admin_url = admin_url();
+    let name = format!(
+        "{TEST_DB_PREFIX}{}",
+        Ulid::generate().to_string().to_lowercase()
+    );
+    let admin = admin_client().await;
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE {} TEMPLATE {}",
+            quote_ident(&name),
+            quote_ident(template)
+        ))
+        .await
+        .unwrap_or_else(|error| {
+            panic!(
+                "testkit: CREATE DATABASE {name} TEMPLATE {template}: {}",
+                describe(&error)
+            )
+        });
+    drop(admin);
+    let url = with_database(&admin_url, &name);
+    let pool = db::connect_pool(&url, POOL_SIZE, ca_file().as_deref())
+        .unwrap_or_else(|error| panic!("testkit: pool for {name}: {error}"));
+    TestDb {
+        pool,
+        url,
+        name,
+        admin_url,
+    }
+}
+
+impl TestDb {
+    /// A pooled connection to the test database.
+    pub async fn client(&self) -> db::Conn {
+        self.pool
+            .get()
+            .await
+            .unwrap_or_else(|error| panic!("testkit: connection to {}: {error}", self.name))
+    }
+
+    /// The test database's URL with `options=-c role=<role>`, so every session runs as `role` (for
+    /// example the restricted `clinic_app`). The connecting user must be allowed to `SET ROLE` to it
+    /// (the superuser is).
+    pub fn url_for_role(&self, role: &str) -> String {
+        with_role(&self.url, role)
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        self.pool.close();
+        if env_flag("TEST_KEEP_DB") {
+            eprintln!("testkit: keeping database {} (TEST_KEEP_DB=1)", self.name);
+            return;
+        }
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        let (done, finished) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("testkit-drop-db".into())
+            .spawn(move || {
+                let _ = done.send(drop_database_blocking(&admin_url, &name));
+            });
+        let outcome = match spawned {
+            Ok(_) => finished
+                .recv_timeout(Duration::from_secs(30))
+                .map_err(|e| e.to_string()),
+            Err(error) => Err(error.to_string()),
+        };
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) | Err(error) => {
+                eprintln!("testkit: could not drop database {}: {error}", self.name);
+            }
+        }
+    }
+}
+
+/// Drops `name` on its own current-thread runtime (callable from any thread, in or out of tokio).
+fn drop_database_blocking(admin_url: &str, name: &str) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let admin = db::connect_single(admin_url, ca_file().as_deref(), None)
+            .await
+            .map_err(|e| e.to_string())?;
+        admin
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                quote_ident(name)
+            ))
+            .await
+            .map_err(|e| describe(&e))
+    })
+}
+
+/// The template's name: `clinic_template_` and the first 16 hex digits of a SHA-256 over every
+/// migration's version, name and SQL.
+pub fn template_name() -> String {
+    let mut hasher = Sha256::new();
+    for migration in MIGRATIONS {
+        hasher.update(migration.version.to_be_bytes());
+        hasher.update(migration.name.as_bytes());
+        hasher.update([0]);
+        hasher.update(migration.sql.as_bytes());
+        hasher.update([0]);
+    }
+    let digest = hasher.finalize();
+    let hex: String = digest
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    format!("clinic_template_{hex}")
+}
+
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+/// The migrated template database, built by the first caller in this process if no process has.
+async fn template() -> &'static str {
+    TEMPLATE
+        .get_or_init(|| async {
+            let name = template_name();
+            let admin = admin_client().await;
+            admin
+                .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
+                .await
+                .unwrap_or_else(|e| panic!("testkit: template lock: {}", describe(&e)));
+            let built = ensure_template(&admin, &name).await;
+            let _ = admin
+                .execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY])
+                .await;
+            if let Err(error) = built {
+                panic!("testkit: building template database {name}: {error}");
+            }
+            name
+        })
+        .await
+}
+
+/// Under the template lock: sweeps leaked test databases, then builds `name` unless it exists.
+async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(), String> {
+    sweep_stale_databases(admin).await;
+    let exists = admin
+        .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+        .await
+        .map_err(|e| describe(&e))?
+        .is_some();
+    if exists {
+        return Ok(());
+    }
+    let building = format!("{name}_building");
+    let run =
+        |sql: String| async move { admin.batch_execute(&sql).await.map_err(|e| describe(&e)) };
+    run(format!(
+        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+        quote_ident(&building)
+    ))
+    .await?;
+    run(format!("CREATE DATABASE {}", quote_ident(&building))).await?;
+
+    let mut client = db::connect_single(
+        &with_database(&admin_url(), &building),
+        ca_file().as_deref(),
+        None,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    db::migrate(&mut client).await.map_err(|e| e.to_string())?;
+    drop(client);
+
+    // The migration connection closes asynchronously; renaming waits until it is gone.
+    let rename = format!(
+        "ALTER DATABASE {} RENAME TO {}",
+        quote_ident(&building),
+        quote_ident(name)
+    );
+    let mut attempts = 0;
+    loop {
+        match admin.batch_execute(&rename).await {
+            Ok(()) => return Ok(()),
+            Err(error)
+                if attempts < 100
+                    && error.code() == Some(&tokio_postgres::error::SqlState::OBJECT_IN_USE) =>
+            {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => return Err(describe(&error)),
+        }
+    }
+}
+
+/// Drops `clinic_test_*` databases created more than [`STALE_AFTER`] ago (best effort).
+async fn sweep_stale_databases(admin: &tokio_postgres::Client) {
+    let Ok(rows) = admin
+        .query(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
+            &[&TEST_DB_PREFIX],
+        )
+        .await
+    else {
+        return;
+    };
+    let now = SystemTime::now();
+    for row in rows {
+        let name: String = row.get(0);
+        let Ok(id) = name[TEST_DB_PREFIX.len()..].to_uppercase().parse::<Ulid>() else {
+            continue;
+        };
+        let stale = now
+            .duration_since(id.datetime())
+            .is_ok_and(|age| age > STALE_AFTER);
+        if stale {
+            let sql = format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                quote_ident(&name)
+            );
+            let _ = admin.batch_execute(&sql).await;
+        }
+    }
+}
+
+/// `url` pointing at database `name` instead. Handles both URL (`postgres://…`) and key=value forms.
+fn with_database(url: &str, name: &str) -> String {
+    match split_url(url) {
+        Some((prefix, _path, query)) => format!("{prefix}/{}{query}", percent_encode(name)),
+        None => format!("{url} dbname={}", quote_keyword_value(name)),
+    }
+}
+
+/// `url` with `-c role=<role>` added to its `options` parameter.
+fn with_role(url: &str, role: &str) -> String {
+    let setting = format!("-c role={}", role.replace('\\', "\\\\").replace(' ', "\\ "));
+    match split_url(url) {
+        Some((prefix, path, query)) => {
+            let mut pairs: Vec<String> = query
+                .strip_prefix('?')
+                .unwrap_or("")
+                .split('&')
+                .filter(|pair| !pair.is_empty())
+                .map(str::to_owned)
+                .collect();
+            match pairs.iter_mut().find(|pair| pair.starts_with("options=")) {
+                Some(pair) => {
+                    let existing = percent_decode(&pair["options=".len()..]);
+                    *pair = format!(
+                        "options={}",
+                        percent_encode(&format!("{existing} {setting}"))
+                    );
+                }
+                None => pairs.push(format!("options={}", percent_encode(&setting))),
+            }
+            format!("{prefix}{path}?{}", pairs.join("&"))
+        }
+        // In key=value form a later `options` replaces an earlier one.
+        None => format!("{url} options={}", quote_keyword_value(&setting)),
+    }
+}
+
+/// Splits a `postgres://` URL into (scheme and authority, `/path`, `?query`), parsing the way
+/// tokio-postgres does. `None` for the key=value form.
+fn split_url(url: &str) -> Option<(&str, &str, &str)> {
+    let scheme_len = ["postgres://", "postgresql://"]
+        .iter()
+        .find(|scheme| url.starts_with(*scheme))
+        .map(|scheme| scheme.len())?;
+    let rest = &url[scheme_len..];
+    let host_start = rest.find('@').map_or(0, |at| at + 1);
+    let host_end = rest[host_start..]
+        .find(['/', '?'])
+        .map_or(rest.len(), |i| host_start + i);
+    let after_host = &rest[host_end..];
+    let query_start = after_host.find('?').unwrap_or(after_host.len());
+    Some((
+        &url[..scheme_len + host_end],
+        &after_host[..query_start],
+        &after_host[query_start..],
+    ))
+}
+
+fn percent_encode(value: &str) -> String {
+    value
+        .bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+fn percent_decode(value: &str) -> String {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn quote_keyword_value(value: &str) -> String {
+    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The URL without its password, for error messages.
+fn redact(url: &str) -> String {
+    let Some((prefix, path, query)) = split_url(url) else {
+        return "(key=value connection string)".to_owned();
+    };
+    let scheme_end = prefix.find("://").map_or(0, |i| i + 3);
+    let (authority, query) = (
+        &prefix[scheme_end..],
+        if query.contains("password") {
+            ""
+        } else {
+            query
+        },
+    );
+    match authority.find('@') {
+        Some(at) => {
+            let user = authority[..at].split(':').next().unwrap_or("");
+            format!(
+                "{}{user}{}{path}{query}",
+                &prefix[..scheme_end],
+                &authority[at..]
+            )
+        }
+        None => format!("{prefix}{path}{query}"),
+    }
+}
+
+/// A database error with the server's message (tokio-postgres' `Display` hides it).
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{}: {}", db.code().code(), db.message()),
+        None => error.to_string(),
+    }
+}
+
+fn env_flag(name: &str) -> bool {
+    matches!(std::env::var(name).as_deref(), Ok("1" | "true" | "yes"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Logging
+// ---------------------------------------------------------------------------------------------
+
+/// Whether the capture layer records (turned on by the first [`capture_logs`]).
+static CAPTURING: AtomicBool = AtomicBool::new(false);
+/// Everything captured so far, JSON lines.
+static CAPTURED: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// Whether this crate's subscriber became the global default.
+static INSTALLED: OnceLock<bool> = OnceLock::new();
+
+/// Installs the process-wide subscriber once. Returns whether it is ours.
+fn install_subscriber() -> bool {
+    *INSTALLED.get_or_init(|| {
+        let capture = tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(|| CaptureWriter)
+            .with_filter(
+                Targets::new()
+                    .with_target("clinic", LevelFilter::TRACE)
+                    .with_default(LevelFilter::INFO)
+                    .and(filter_fn(|_| CAPTURING.load(Ordering::Relaxed))),
+            );
+        let print = env_flag("TEST_LOG").then(|| {
+            let filter = EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,clinic=debug,clinic_core=debug"));
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(filter)
+        });
+        tracing_subscriber::registry()
+            .with(capture)
+            .with(print)
+            .try_init()
+            .is_ok()
+    })
+}
+
+/// Prints logs to the test output when `TEST_LOG=1`; otherwise tests stay quiet. Idempotent, and
+/// harmless if another subscriber is already installed.
+pub fn init_test_logging() {
+    install_subscriber();
+}
+
+/// Starts capturing every log line of this process (JSON, `clinic*` at TRACE, others at INFO) so a
+/// test can scan them, e.g. for planted health data. Lines from tests running concurrently are
+/// included, which only makes such a scan stricter.
+///
+/// Panics if a different global subscriber was installed first (a scan of nothing would pass).
+pub fn capture_logs() -> CapturedLogs {
+    assert!(
+        install_subscriber(),
+        "testkit: capture_logs needs the testkit's global tracing subscriber, but another one was \
+         installed first; call clinic_testkit::init_test_logging() instead of installing one"
+    );
+    CAPTURING.store(true, Ordering::SeqCst);
+    CapturedLogs {
+        start: lock_captured().len(),
+    }
+}
+
+/// A window on the captured log, from the moment [`capture_logs`] was called.
+#[derive(Debug)]
+pub struct CapturedLogs {
+    start: usize,
+}
+
+impl CapturedLogs {
+    /// Everything logged since [`capture_logs`], one JSON object per line.
+    pub fn text(&self) -> String {
+        let captured = lock_captured();
+        String::from_utf8_lossy(&captured[self.start.min(captured.len())..]).into_owned()
+    }
+
+    /// Whether `needle` occurs in anything logged since [`capture_logs`].
+    pub fn contains(&self, needle: &str) -> bool {
+        self.text().contains(needle)
+    }
+
+    /// The captured lines parsed as JSON (lines that fail to parse are skipped).
+    pub fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.text()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+}
+
+fn lock_captured() -> std::sync::MutexGuard<'static, Vec<u8>> {
+    CAPTURED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+struct CaptureWriter;
+
+impl Write for CaptureWriter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        lock_captured().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn database_exists(name: &str) -> bool {
+        admin_client()
+            .await
+            .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
+            .await
+            .unwrap()
+            .is_some()
+    }
+
+    #[tokio::test]
+    async fn fresh_databases_are_migrated_isolated_and_dropped() {
+        init_test_logging();
+        let first = fresh_db().await;
+        let second = fresh_db().await;
+        assert_ne!(first.name, second.name);
+
+        for db in [&first, &second] {
+            let applied: i64 = db
+                .client()
+                .await
+                .query_one("SELECT count(*) FROM schema_migrations", &[])
+                .await
+                .unwrap()
+                .get(0);
+            assert_eq!(applied, MIGRATIONS.len() as i64);
+        }
+
+        first
+            .client()
+            .await
+            .execute(
+                "INSERT INTO workspaces (id, name) VALUES (gen_random_uuid(), 'isolation probe')",
+                &[],
+            )
+            .await
+            .unwrap();
+        let count = |db: &TestDb| {
+            let pool = db.pool.clone();
+            async move {
+                let client = pool.get().await.unwrap();
+                client
+                    .query_one("SELECT count(*) FROM workspaces", &[])
+                    .await
+                    .unwrap()
+                    .get::<_, i64>(0)
+            }
+        };
+        assert_eq!(count(&first).await, 1);
+        assert_eq!(count(&second).await, 0);
+
+        let (first_name, second_name) = (first.name.clone(), second.name.clone());
+        let _held = first.client().await; // an open connection must not stop the drop
+        drop(first);
+        assert!(!database_exists(&first_name).await);
+        assert!(database_exists(&second_name).await);
+        drop(second);
+        assert!(!database_exists(&second_name).await);
+    }
+
+    #[tokio::test]
+    async fn url_for_role_connects_as_that_role() {
+        let db = fresh_db().await;
+        let client = db::connect_single(&db.url_for_role("clinic_app"), None, None)
+            .await
+            .unwrap();
+        let row = client
+            .query_one("SELECT current_user::text, current_database()::text", &[])
+            .await
+            .unwrap();
+        assert_eq!(row.get::<_, String>(0), "clinic_app");
+        assert_eq!(row.get::<_, String>(1), db.name);
+    }
+
+    #[test]
+    fn dropping_outside_a_runtime_works() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let db = runtime.block_on(fresh_db());
+        let name = db.name.clone();
+        drop(runtime);
+        drop(db);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert!(!runtime.block_on(database_exists(&name)));
+    }
+
+    #[test]
+    fn template_name_is_stable_and_safe() {
+        let name = template_name();
+        assert_eq!(name, template_name());
+        assert_eq!(name.len(), "clinic_template_".len() + 16);
+        assert!(name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    }
+
+    #[test]
+    fn connection_strings_are_rewritten() {
+        assert_eq!(
+            with_database(
+                "postgres://postgres@127.0.0.1:5432/postgres",
+                "clinic_test_x"
+            ),
+            "postgres://postgres@127.0.0.1:5432/clinic_test_x"
+        );
+        assert_eq!(
+            with_database("postgresql://u:p%2Fw@db:5432?sslmode=require", "t"),
+            "postgresql://u:p%2Fw@db:5432/t?sslmode=require"
+        );
+        assert_eq!(
+            with_database("host=db user=u", "t"),
+            "host=db user=u dbname='t'"
+        );
+        assert_eq!(
+            with_role("postgres://u@h/d", "clinic_app"),
+            "postgres://u@h/d?options=-c%20role%3Dclinic_app"
+        );
+        assert_eq!(
+            with_role("postgres://u@h/d?sslmode=disable&options=-c%20a%3Db", "r"),
+            "postgres://u@h/d?sslmode=disable&options=-c%20a%3Db%20-c%20role%3Dr"
+        );
+        assert_eq!(with_role("host=h", "r"), "host=h options='-c role=r'");
+        let config: tokio_postgres::Config = with_role("postgres://u@h/d?sslmode=disable", "r")
+            .parse()
+            .unwrap();
+        assert_eq!(config.get_options(), Some("-c role=r"));
+        assert_eq!(config.get_dbname(), Some("d"));
+        assert_eq!(redact("postgres://u:secret@h:1/d"), "postgres://u@h:1/d");
+        assert_eq!(redact("postgres://u@h/d"), "postgres://u@h/d");
+    }
+
+    #[test]
+    fn captured_logs_hold_what_was_logged() {
+        let logs = capture_logs();
+        tracing::info!(planted = "Ada Lovelace", "a line a scan must see");
+        tracing::trace!(target: "clinic_core::probe", planted = "deep trace", "trace level is captured");
+        let text = logs.text();
+        assert!(text.contains("Ada Lovelace"), "{text}");
+        assert!(logs.contains("deep trace"));
+        assert!(logs
+            .json_lines()
+            .iter()
+            .any(|line| line["fields"]["planted"] == "Ada Lovelace"));
+        let later = capture_logs();
+        assert!(!later.contains("Ada Lovelace"));
+    }
+}
