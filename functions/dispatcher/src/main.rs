@@ -1,1 +1,38 @@
-fn main() {}
+//! Lambda entry point: telemetry, configuration, the pool, the SQS client and the dispatcher are
+//! built once per container; each scheduled invocation only drains.
+
+use std::sync::Arc;
+
+use clinic_core::config::DatabaseConfig;
+use clinic_core::db::connect_pool;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher};
+use clinic_core::telemetry::{self, LogFormat};
+use clinic_dispatcher::{handle, Mode, State};
+use clinic_sqs::{build_client, SqsConfig, SqsTransport};
+use lambda_runtime::{service_fn, LambdaEvent};
+
+#[tokio::main]
+async fn main() -> Result<(), lambda_runtime::Error> {
+    telemetry::init(LogFormat::Json);
+    let database = DatabaseConfig::from_env(2)?;
+    let config = DispatchConfig::from_env()?;
+    let sqs = SqsConfig::from_env()?;
+    let pool = connect_pool(
+        &database.url,
+        database.pool_size,
+        database.ca_file.as_deref(),
+    )?;
+    let transport = SqsTransport::from_config(build_client(sqs.endpoint.as_deref()).await, &sqs);
+    let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
+        .with_listen(database.url.clone(), database.ca_file.clone());
+    let state = Arc::new(State {
+        dispatcher,
+        window: config.window,
+        mode: Mode::from_env()?,
+    });
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
+        let state = Arc::clone(&state);
+        async move { handle(&state, event).await }
+    }))
+    .await
+}

@@ -48,6 +48,12 @@ pub async fn correlate(mut request: Request, next: Next) -> Response {
     let ids = RequestIds { correlation_id, request_id: RequestId::generate() };
     request.extensions_mut().insert(ids);
     let method = request.method().clone();
+    // The route template (`/v1/patients/{id}`), never the concrete path or query.
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map(|path| path.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".into());
     let started = std::time::Instant::now();
     let mut response = next.run(request).await;
     if let Ok(value) = HeaderValue::from_str(&correlation_id.to_string()) {
@@ -57,6 +63,7 @@ pub async fn correlate(mut request: Request, next: Next) -> Response {
         correlation_id = %correlation_id,
         request_id = %ids.request_id,
         method = %method,
+        route = %route,
         status = response.status().as_u16(),
         elapsed_us = started.elapsed().as_micros() as u64,
         "request"

@@ -1,0 +1,152 @@
+//! The dispatcher Lambda: on each scheduled tick, drain the outbox for a window (or one pass).
+//!
+//! Invariants:
+//! - The dispatcher (pool, SQS client, `LISTEN` connection) is built once per container; an
+//!   invocation only drains. It returns before the window ends, and the window is also clamped to
+//!   the invocation's own deadline minus [`DEADLINE_MARGIN`].
+//! - Mode: the event's `detail.mode` (`"drain"` or `"once"`) wins over `CLINIC_DISPATCH_MODE`
+//!   (default `drain`). `once` claims and dispatches until nothing is due, then returns.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use clinic_core::config::ConfigError;
+use clinic_core::dispatch::{Dispatcher, DrainReport};
+use lambda_runtime::{Error, LambdaEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Time kept free between the end of draining and the function's timeout.
+pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
+
+/// How one invocation dispatches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Keep draining (waking on LISTEN, polling) until the window ends.
+    Drain,
+    /// Dispatch until nothing is due, then return.
+    Once,
+}
+
+impl Mode {
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default) or `once`.
+    pub fn from_env() -> Result<Mode, ConfigError> {
+        match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
+            None | Some("drain") => Ok(Mode::Drain),
+            Some("once") => Ok(Mode::Once),
+            Some(other) => Err(ConfigError::Invalid {
+                name: "CLINIC_DISPATCH_MODE",
+                value: other.to_owned(),
+                message: "expected `drain` or `once`".into(),
+            }),
+        }
+    }
+}
+
+/// Everything an invocation needs, built once per container.
+#[derive(Debug)]
+pub struct State {
+    pub dispatcher: Dispatcher,
+    pub window: Duration,
+    pub mode: Mode,
+}
+
+/// What the invocation answers (also logged).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Answer {
+    pub mode: Mode,
+    #[serde(flatten)]
+    pub report: DrainReport,
+}
+
+fn requested_mode(detail: &Value) -> Option<Mode> {
+    detail
+        .get("mode")
+        .and_then(|mode| serde_json::from_value(mode.clone()).ok())
+}
+
+/// The window, clamped to the invocation deadline (epoch milliseconds; 0 when unknown).
+fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
+    if deadline_ms == 0 {
+        return configured;
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+    configured.min(left.saturating_sub(DEADLINE_MARGIN))
+}
+
+/// Handles one scheduled tick.
+pub async fn handle(
+    state: &State,
+    event: LambdaEvent<EventBridgeEvent<Value>>,
+) -> Result<Answer, Error> {
+    let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
+    let report = match mode {
+        Mode::Drain => {
+            state
+                .dispatcher
+                .drain(window_for(state.window, event.context.deadline))
+                .await
+        }
+        Mode::Once => state.dispatcher.drain_once().await?,
+    };
+    let answer = Answer { mode, report };
+    tracing::info!(
+        mode = ?answer.mode,
+        steps = report.steps,
+        dispatched = report.totals.dispatched,
+        retried = report.totals.retried,
+        dead = report.totals.dead,
+        fenced = report.totals.fenced,
+        errors = report.errors,
+        "dispatcher invocation done"
+    );
+    Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detail_mode_is_read_when_valid() {
+        assert_eq!(
+            requested_mode(&serde_json::json!({"mode": "once"})),
+            Some(Mode::Once)
+        );
+        assert_eq!(
+            requested_mode(&serde_json::json!({"mode": "drain"})),
+            Some(Mode::Drain)
+        );
+        assert_eq!(requested_mode(&serde_json::json!({})), None);
+        assert_eq!(
+            requested_mode(&serde_json::json!({"mode": "sideways"})),
+            None
+        );
+    }
+
+    #[test]
+    fn window_is_clamped_to_the_deadline() {
+        assert_eq!(
+            window_for(Duration::from_secs(50), 0),
+            Duration::from_secs(50)
+        );
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let window = window_for(Duration::from_secs(50), now_ms + 20_000);
+        assert!(
+            window <= Duration::from_secs(15) && window > Duration::from_secs(13),
+            "{window:?}"
+        );
+        assert_eq!(
+            window_for(Duration::from_secs(50), now_ms + 1_000),
+            Duration::ZERO
+        );
+    }
+}
