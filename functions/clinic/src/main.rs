@@ -22,6 +22,8 @@ enum Command {
     Migrate,
     /// Print a bearer token for the local API (and nothing else).
     Token(commands::token::TokenArgs),
+    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, all (`--smoke` for a quick check).
+    Bench(commands::bench::BenchArgs),
 }
 
 #[tokio::main]
@@ -31,5 +33,6 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => commands::dev::run(args).await,
         Command::Migrate => commands::migrate::run().await,
         Command::Token(args) => commands::token::run(args),
+        Command::Bench(args) => commands::bench::run(args).await,
     }
 }

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod dev;
 pub mod dispatch;
 pub mod migrate;

@@ -4,7 +4,7 @@
 //! within a sane range, a [`TimeSlot`] ends after it starts. Text never contains NUL (PostgreSQL
 //! cannot store it); other characters, including quotes and SQL meta-characters, are kept verbatim.
 
-use chrono::{DateTime, Datelike, NaiveDate, SubsecRound, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, SubsecRound, Timelike, Utc};
 
 use super::input::FieldError;
 
@@ -127,6 +127,12 @@ pub fn parse_utc(field: &str, raw: &str) -> Result<DateTime<Utc>, FieldError> {
         return Err(FieldError::new(field, "must be in UTC (end with Z)"));
     }
     let utc = parsed.with_timezone(&Utc).trunc_subsecs(6);
+    // chrono keeps a leap second (`23:59:60`) as a second that sorts before the next minute, while
+    // PostgreSQL stores it as the next minute: the two would disagree about ordering (a slot ending at
+    // 00:00:00 would start after it ends once stored). Reject it with the field named.
+    if utc.nanosecond() >= 1_000_000_000 {
+        return Err(FieldError::new(field, "must not be a leap second (23:59:60)"));
+    }
     if !(1900..=9999).contains(&utc.year()) {
         return Err(FieldError::new(field, "must be between the years 1900 and 9999"));
     }

@@ -48,6 +48,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/appointments/{id}/complete"),
     ("get", "/v1/appointments/{id}/timeline"),
     ("get", "/v1/notifications"),
+    ("get", "/v1/system/outbox"),
+    ("post", "/v1/system/outbox/{id}/retry"),
+    ("post", "/v1/system/outbox/{id}/replay"),
+    ("post", "/v1/system/outbox/{id}/discard"),
 ];
 
 /// The OpenAPI document served at `/openapi.json`.
@@ -55,7 +59,7 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
-    use routes::{appointments, health, notifications, patients, practitioners, timelines};
+    use routes::{appointments, health, notifications, outbox, patients, practitioners, timelines};
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/openapi.json", get(health::openapi))
@@ -75,8 +79,13 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/appointments/{id}/complete", post(appointments::complete))
         .route("/v1/appointments/{id}/timeline", get(timelines::appointment))
         .route("/v1/notifications", get(notifications::list))
+        .route("/v1/system/outbox", get(outbox::list))
+        .route("/v1/system/outbox/{id}/retry", post(outbox::retry))
+        .route("/v1/system/outbox/{id}/replay", post(outbox::replay))
+        .route("/v1/system/outbox/{id}/discard", post(outbox::discard))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(from_fn(problem::problem_for_bare_errors))
         .layer(from_fn(request::limit_body))
         .layer(from_fn_with_state(state.clone(), auth::identify))
         .layer(from_fn(request::correlate))

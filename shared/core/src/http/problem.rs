@@ -206,23 +206,66 @@ impl IntoResponse for ApiError {
             // The error text of a database failure names constraints and codes, never row values.
             tracing::error!(status = problem.status.as_u16(), error = %self, "request failed");
         }
-        let mut body = json!({
-            "type": format!("urn:clinic:problem:{}", problem.slug),
-            "title": problem.title,
-            "status": problem.status.as_u16(),
-            "detail": problem.detail,
-        });
-        if let Some(field) = problem.field {
-            body["field"] = json!(field);
-        }
-        let mut response = (problem.status, body.to_string()).into_response();
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/problem+json"),
-        );
-        if problem.status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-        }
-        response
+        problem_response(problem)
     }
+}
+
+fn problem_response(problem: Problem) -> Response {
+    let mut body = json!({
+        "type": format!("urn:clinic:problem:{}", problem.slug),
+        "title": problem.title,
+        "status": problem.status.as_u16(),
+        "detail": problem.detail,
+    });
+    if let Some(field) = problem.field {
+        body["field"] = json!(field);
+    }
+    let mut response = (problem.status, body.to_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/problem+json"),
+    );
+    if problem.status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+    }
+    response
+}
+
+/// Middleware: an error answered by axum itself rather than by [`ApiError`] — a path parameter that is
+/// not UTF-8, for example, which axum rejects with a `text/plain` message — becomes a problem document
+/// with the same status, so every error a client sees has one shape and none echoes its input.
+pub async fn problem_for_bare_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let problem = match status {
+        StatusCode::NOT_FOUND => ApiError::NoRoute.problem(),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed.problem(),
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge.problem(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::UnsupportedMediaType.problem(),
+        status if status.is_server_error() => Problem {
+            status,
+            slug: "internal",
+            title: "Internal error",
+            detail: "Something went wrong on our side; quote the correlation id.".into(),
+            field: None,
+        },
+        status => Problem {
+            status,
+            slug: "invalid-request",
+            title: "Invalid request",
+            detail: "The request could not be read (path, query or headers).".into(),
+            field: None,
+        },
+    };
+    problem_response(problem)
 }

@@ -4,6 +4,7 @@
 pub mod appointments;
 pub mod health;
 pub mod notifications;
+pub mod outbox;
 pub mod patients;
 pub mod practitioners;
 pub mod timelines;

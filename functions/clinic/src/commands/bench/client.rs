@@ -1,0 +1,57 @@
+//! A minimal HTTP/1.1 keep-alive client on hyper: one connection per virtual client, requests sent one
+//! after another on it (what a pooled client does under steady load), loopback only.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+/// One open keep-alive connection.
+pub struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    host: HeaderValue,
+    authorization: HeaderValue,
+}
+
+impl Connection {
+    /// Connects to `address` (must be loopback) and sends `authorization` with every request.
+    pub async fn open(address: SocketAddr, authorization: HeaderValue) -> anyhow::Result<Self> {
+        anyhow::ensure!(address.ip().is_loopback(), "bench load goes to loopback only, not {address}");
+        let stream = TcpStream::connect(address).await.with_context(|| format!("connecting to {address}"))?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        Ok(Self { sender, host: HeaderValue::from_str(&address.to_string())?, authorization })
+    }
+
+    /// POSTs a JSON body; answers the status and the whole response body.
+    pub async fn post_json(&mut self, path: &str, body: String) -> anyhow::Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header(HOST, self.host.clone())
+            .header(AUTHORIZATION, self.authorization.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .body(Full::new(Bytes::from(body)))?;
+        self.sender.ready().await.context("connection closed")?;
+        let response = self.sender.send_request(request).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// `Bearer <token>` as a header value.
+pub fn bearer(token: &str) -> anyhow::Result<HeaderValue> {
+    let mut value = HeaderValue::from_str(&format!("Bearer {token}"))?;
+    value.set_sensitive(true);
+    Ok(value)
+}

@@ -1,0 +1,146 @@
+//! The bench database: created fresh per section, migrated, seeded by plain SQL, dropped at the end.
+
+use anyhow::Context;
+use clinic_core::db::{connect_pool, connect_single, url_with_role};
+use clinic_core::ids::{MemberId, WorkspaceId};
+use deadpool_postgres::Pool;
+use tokio_postgres::Client;
+use ulid::Ulid;
+
+/// A database of this run on the bench server.
+#[derive(Debug)]
+pub struct BenchDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl BenchDb {
+    /// Creates `clinic_bench_<ulid>` next to the admin database and applies the migrations.
+    pub async fn create(admin_url: &str) -> anyhow::Result<Self> {
+        let name = format!("clinic_bench_{}", Ulid::generate().to_string().to_lowercase());
+        let admin = connect(admin_url).await?;
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .context("creating the bench database")?;
+        let db = Self { admin_url: admin_url.to_owned(), url: with_database(admin_url, &name), name };
+        let mut client = connect(&db.url).await?;
+        clinic_core::db::migrate(&mut client).await.context("migrating the bench database")?;
+        Ok(db)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The owner's URL (migrations, prefills, statistics).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL the service itself uses: sessions run as the restricted `clinic_app` role, like `clinic dev`.
+    pub fn app_url(&self) -> String {
+        url_with_role(&self.url, "clinic_app")
+    }
+
+    /// A dedicated owner connection.
+    pub async fn owner(&self) -> anyhow::Result<Client> {
+        connect(&self.url).await
+    }
+
+    /// A pool of `size` connections as the service role.
+    pub fn app_pool(&self, size: usize) -> anyhow::Result<Pool> {
+        Ok(connect_pool(&self.app_url(), size, None)?)
+    }
+
+    /// Drops the database, closing any session still connected to it.
+    pub async fn drop_database(self) -> anyhow::Result<()> {
+        let admin = connect(&self.admin_url).await?;
+        admin
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+            .await
+            .with_context(|| format!("dropping {}", self.name))
+    }
+}
+
+pub async fn connect(url: &str) -> anyhow::Result<Client> {
+    connect_single(url, None, None).await.context("connecting to the bench server")
+}
+
+/// `url` naming database `name` instead (URL form `postgres://…/db?…`, or key=value form).
+pub fn with_database(url: &str, name: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return format!("{url} dbname={name}");
+    };
+    let rest_start = scheme_end + 3;
+    let query_start = url[rest_start..].find('?').map_or(url.len(), |i| rest_start + i);
+    let path_start = url[rest_start..query_start].find('/').map_or(query_start, |i| rest_start + i);
+    format!("{}/{name}{}", &url[..path_start], &url[query_start..])
+}
+
+/// What the write and latency runs book against: one workspace, its admin, and many practitioners and
+/// patients, so that concurrent bookings never compete for one practitioner's slots.
+#[derive(Debug, Clone)]
+pub struct Fixtures {
+    pub workspace_id: WorkspaceId,
+    pub member_id: MemberId,
+    pub practitioners: Vec<Ulid>,
+    pub patients: Vec<Ulid>,
+}
+
+/// Seeds the fixtures by plain SQL (not timed).
+pub async fn seed(client: &Client, practitioners: usize, patients: usize) -> anyhow::Result<Fixtures> {
+    let workspace_id = WorkspaceId::generate();
+    let member_id = MemberId::generate();
+    client.execute("INSERT INTO workspaces (id, name) VALUES ($1, 'Bench Clinic')", &[&workspace_id]).await?;
+    client
+        .execute(
+            "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, 'admin', 'Bench Admin')",
+            &[&member_id, &workspace_id],
+        )
+        .await?;
+    let practitioners = ids(practitioners);
+    let patients = ids(patients);
+    client
+        .execute(
+            "INSERT INTO practitioners (id, workspace_id, display_name, specialty, created_at, updated_at) \
+             SELECT id, $1, 'Dr. Bench ' || n, 'General practice', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            &[&workspace_id, &practitioners.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
+        )
+        .await?;
+    client
+        .execute(
+            "INSERT INTO patients (id, workspace_id, given_name, family_name, email, created_at, updated_at) \
+             SELECT id, $1, 'Pat', 'Bench ' || n, 'pat' || n || '@example.test', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            &[&workspace_id, &patients.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
+        )
+        .await?;
+    client.batch_execute("ANALYZE").await?;
+    Ok(Fixtures { workspace_id, member_id, practitioners, patients })
+}
+
+fn ids(count: usize) -> Vec<Ulid> {
+    (0..count).map(|_| clinic_core::ids::new_ulid()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn database_name_is_replaced_or_added() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "b1"),
+            "postgres://postgres@127.0.0.1:5432/b1?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h:1", "b2"), "postgres://u@h:1/b2");
+        assert_eq!(
+            with_database("postgres://u@h:1?sslmode=disable", "b3"),
+            "postgres://u@h:1/b3?sslmode=disable"
+        );
+        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname=b4");
+    }
+}

@@ -1,0 +1,425 @@
+//! Dispatch: pending events of every type, pre-filled by plain SQL (events + outbox rows), drained by
+//! the real [`Dispatcher`] with the no-op transport, beside a raw claim-and-mark SQL loop over the
+//! same rows with the same batch size; then the same with already-dispatched history in the tables;
+//! then a sustained run fed by a producer, reported per window to show whether the rate stays flat.
+//!
+//! Fairness: before every timed drain the same rows are reset to `pending` and the outbox is vacuumed,
+//! so each drain starts from the same physical state; drains alternate raw, real, real, raw so drift
+//! hits both. Both sides run one worker on one connection, as the service's single dispatcher does.
+//! The raw loop is the bare shape — claim (`FOR UPDATE SKIP LOCKED`, token and lease) then a fenced
+//! mark — without reading the events; the real one also reads each envelope and routes listeners.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport, StepOutcome};
+use tokio::time::Instant;
+use tokio_postgres::Client;
+
+use super::db::BenchDb;
+use super::report::{ratio, thousands, Report, Row};
+use super::Options;
+
+/// Every event type with its resource type; pre-filled events cycle through them.
+const TYPES: &str = "(VALUES (0, 'patient.created', 'patient'), (1, 'patient.updated', 'patient'), \
+     (2, 'patient.deleted', 'patient'), (3, 'practitioner.created', 'practitioner'), \
+     (4, 'appointment.created', 'appointment'), (5, 'appointment.rescheduled', 'appointment'), \
+     (6, 'appointment.cancelled', 'appointment'), (7, 'appointment.completed', 'appointment'), \
+     (8, 'appointment.reminder_due', 'appointment')) AS t (k, type, resource_type)";
+
+/// Appends `$2` events of workspace `$1` with outbox rows in status `$3` (by plain SQL, one statement).
+fn prefill_sql() -> String {
+    format!(
+        "WITH e AS ( \
+             INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at, \
+                                 recorded_at, resource_type, resource_id, resource_version, \
+                                 correlation_id, causation_id) \
+             SELECT gen_random_uuid(), $1, t.type, 1, 'system', NULL, now(), \
+                    clock_timestamp(), t.resource_type, gen_random_uuid(), 1, gen_random_uuid(), \
+                    gen_random_uuid() \
+             FROM generate_series(1, $2::bigint) AS g JOIN {TYPES} ON t.k = g % 9 \
+             RETURNING id, recorded_at \
+         ) \
+         INSERT INTO event_outbox (event_id, status, attempts, available_at, dispatched_at, created_at, updated_at) \
+         SELECT id, $3::text, CASE WHEN $3::text = 'dispatched' THEN 1 ELSE 0 END, recorded_at, \
+                CASE WHEN $3::text = 'dispatched' THEN recorded_at END, recorded_at, recorded_at \
+         FROM e"
+    )
+}
+
+/// Puts workspace `$1`'s outbox rows back to `pending`, as they were pre-filled.
+const RESET: &str = "UPDATE event_outbox o \
+     SET status = 'pending', attempts = 0, available_at = o.created_at, claim_token = NULL, \
+         claimed_by = NULL, claimed_until = NULL, dispatched_at = NULL, updated_at = o.created_at \
+     FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1";
+
+const RAW_CLAIM: &str = "WITH due AS ( \
+         SELECT event_id FROM event_outbox \
+         WHERE status IN ('pending', 'retry', 'claimed') AND available_at <= now() \
+         ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED \
+     ) \
+     UPDATE event_outbox o \
+     SET status = 'claimed', claim_token = $2, claimed_by = 'raw-loop', \
+         available_at = now() + interval '30 seconds', claimed_until = now() + interval '30 seconds', \
+         attempts = o.attempts + 1, updated_at = now() \
+     FROM due WHERE o.event_id = due.event_id \
+     RETURNING o.event_id";
+
+const RAW_MARK: &str = "UPDATE event_outbox \
+     SET status = 'dispatched', dispatched_at = now(), updated_at = now(), claim_token = NULL, \
+         claimed_until = NULL \
+     WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed'";
+
+/// One timed drain.
+#[derive(Debug, Clone, Copy, Default)]
+struct Drain {
+    events: u64,
+    starts: u64,
+    elapsed: Duration,
+}
+
+impl Drain {
+    fn add(&mut self, other: Drain) {
+        self.events += other.events;
+        self.starts += other.starts;
+        self.elapsed += other.elapsed;
+    }
+    fn events_per_second(&self) -> f64 {
+        self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+    fn starts_per_second(&self) -> f64 {
+        self.starts as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Raw and real drains of one table state.
+#[derive(Debug, Clone, Copy, Default)]
+struct Pair {
+    raw: Drain,
+    real: Drain,
+}
+
+pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+    let owner = db.owner().await?;
+    let events = options.pending_events();
+    let batch = options.batch;
+    let workspace = uuid::Uuid::from(ulid::Ulid::generate());
+    let started = Instant::now();
+    owner.execute(&prefill_sql(), &[&workspace, &events, &"pending"]).await.context("pre-filling events")?;
+    owner.batch_execute("VACUUM ANALYZE").await?;
+    eprintln!("bench: dispatch: pre-filled {events} pending events in {:?}", started.elapsed());
+
+    let rounds = if options.smoke { 1 } else { 2 };
+    let empty = pair(db, &owner, workspace, events, batch, rounds).await?;
+
+    let history = options.history_rows();
+    let history_workspace = uuid::Uuid::from(ulid::Ulid::generate());
+    let started = Instant::now();
+    let chunk = 100_000i64;
+    let mut written = 0;
+    while written < history {
+        let rows = chunk.min(history - written);
+        owner.execute(&prefill_sql(), &[&history_workspace, &rows, &"dispatched"]).await?;
+        written += rows;
+    }
+    owner.batch_execute("VACUUM ANALYZE").await?;
+    eprintln!("bench: dispatch: added {history} dispatched history rows in {:?}", started.elapsed());
+    let with_history = pair(db, &owner, workspace, events, batch, rounds).await?;
+
+    let per_type = "9 event types in rotation (5 of 9 have listeners: 8 starts per 9 events)";
+    let (empty_ratio, empty_ratio_text) =
+        ratio(empty.real.events_per_second(), empty.raw.events_per_second());
+    let empty_rate = empty.real.events_per_second();
+    report.push(Row {
+        measure: format!(
+            "2a. Dispatch: {} pending events, {per_type}, real Dispatcher + no-op transport, batch {batch}, one worker",
+            thousands(events as f64)
+        ),
+        figure: format!(
+            "{} events/s · {} listener starts/s",
+            thousands(empty_rate),
+            thousands(empty.real.starts_per_second())
+        ),
+        baseline: format!("raw claim-then-mark loop, batch {batch}: {} events/s", thousands(empty.raw.events_per_second())),
+        ratio: empty_ratio_text,
+        target: "≥ 0.8× and ≥ 35,000 events/s".into(),
+        met: Some(empty_ratio >= 0.8 && empty_rate >= 35_000.0),
+    });
+    let hist_rate = with_history.real.events_per_second();
+    let (hist_ratio, hist_ratio_text) = ratio(hist_rate, empty_rate);
+    report.push(Row {
+        measure: format!(
+            "2b. Dispatch again with {} already-dispatched rows in events and event_outbox",
+            thousands(history as f64)
+        ),
+        figure: format!(
+            "{} events/s · {} listener starts/s ({} of the raw loop's {} events/s with the same history)",
+            thousands(hist_rate),
+            thousands(with_history.real.starts_per_second()),
+            ratio(hist_rate, with_history.raw.events_per_second()).1,
+            thousands(with_history.raw.events_per_second())
+        ),
+        baseline: format!("2a (empty history): {} events/s", thousands(empty_rate)),
+        ratio: hist_ratio_text,
+        target: "≥ 0.8× empty".into(),
+        met: Some(hist_ratio >= 0.8),
+    });
+
+    let duration = options.sustain_duration();
+    let window = if options.smoke { Duration::from_secs(1) } else { Duration::from_secs(10) };
+    let autovacuum: String = owner.query_one("SHOW autovacuum", &[]).await?.get(0);
+    let plain = sustained(db, &owner, batch, duration, window, false).await?;
+    push_sustained(report, "2c", &plain, duration, window, &format!("server autovacuum = {autovacuum}"));
+    if autovacuum != "on" {
+        let emulated = sustained(db, &owner, batch, duration, window, true).await?;
+        push_sustained(
+            report,
+            "2d",
+            &emulated,
+            duration,
+            window,
+            "the outbox's per-table thresholds applied by the bench (VACUUM event_outbox whenever dead tuples exceed \
+             autovacuum_vacuum_threshold, checked each second), standing in for the autovacuum this server has off",
+        );
+        report.note(format!(
+            "Dispatch: this PostgreSQL server runs with autovacuum = {autovacuum} (its CI configuration), so the \
+             outbox's per-table autovacuum settings cannot act here; row 2c shows the rate without any vacuum, \
+             row 2d with the bench vacuuming at the table's own threshold."
+        ));
+    }
+    Ok(())
+}
+
+/// Resets and drains `rounds` × (raw, real, real, raw)/2 — i.e. raw then real, then real then raw.
+async fn pair(
+    db: &BenchDb,
+    owner: &Client,
+    workspace: uuid::Uuid,
+    events: i64,
+    batch: i64,
+    rounds: usize,
+) -> anyhow::Result<Pair> {
+    let mut result = Pair::default();
+    for round in 0..rounds {
+        let order: [bool; 2] = if round % 2 == 0 { [true, false] } else { [false, true] };
+        for raw in order {
+            reset(owner, workspace, events).await?;
+            let drain = if raw { raw_drain(db, batch).await? } else { real_drain(db, batch).await? };
+            anyhow::ensure!(
+                drain.events == events as u64,
+                "{} drain dispatched {} of {events} events",
+                if raw { "raw" } else { "real" },
+                drain.events
+            );
+            eprintln!(
+                "bench: dispatch: {} drain: {} events/s",
+                if raw { "raw" } else { "real" },
+                thousands(drain.events_per_second())
+            );
+            if raw {
+                result.raw.add(drain);
+            } else {
+                result.real.add(drain);
+            }
+        }
+    }
+    Ok(result)
+}
+
+async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Result<()> {
+    let reset = owner.execute(RESET, &[&workspace]).await?;
+    anyhow::ensure!(reset == events as u64, "reset {reset} rows, expected {events}");
+    owner.batch_execute("VACUUM ANALYZE event_outbox").await?;
+    Ok(())
+}
+
+/// The raw loop: claim a batch, mark it, until nothing is due.
+async fn raw_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+    let client = super::db::connect(&db.app_url()).await?;
+    let claim = client.prepare(RAW_CLAIM).await?;
+    let mark = client.prepare(RAW_MARK).await?;
+    let started = Instant::now();
+    let mut events = 0u64;
+    loop {
+        let token = uuid::Uuid::from(ulid::Ulid::generate());
+        let rows = client.query(&claim, &[&batch, &token]).await?;
+        if rows.is_empty() {
+            break;
+        }
+        let ids: Vec<uuid::Uuid> = rows.iter().map(|row| row.get(0)).collect();
+        events += client.execute(&mark, &[&ids, &token]).await?;
+    }
+    Ok(Drain { events, starts: 0, elapsed: started.elapsed() })
+}
+
+/// The real dispatcher, one pass until idle.
+async fn real_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+    let pool = db.app_pool(2)?;
+    // Open the pool's connection before the clock starts, as the raw loop does.
+    drop(pool.get().await?);
+    let dispatcher = Dispatcher::new(pool, Arc::new(NoopTransport), config(batch));
+    let started = Instant::now();
+    let report = dispatcher.drain_once().await?;
+    Ok(Drain {
+        events: report.totals.dispatched as u64,
+        starts: report.totals.started as u64,
+        elapsed: started.elapsed(),
+    })
+}
+
+fn config(batch: i64) -> DispatchConfig {
+    DispatchConfig { batch, ..DispatchConfig::default() }
+}
+
+/// Per-window rates of a sustained run.
+#[derive(Debug)]
+struct Sustained {
+    rates: Vec<f64>,
+    dead_tuples_at_end: i64,
+    vacuums: u64,
+}
+
+/// Drains with the real dispatcher for `duration` while a producer keeps a backlog of pending events;
+/// with `vacuum`, also runs `VACUUM event_outbox` whenever its dead tuples pass the table's threshold.
+async fn sustained(
+    db: &BenchDb,
+    owner: &Client,
+    batch: i64,
+    duration: Duration,
+    window: Duration,
+    vacuum: bool,
+) -> anyhow::Result<Sustained> {
+    owner.batch_execute("VACUUM ANALYZE event_outbox").await?;
+    let dispatched = Arc::new(AtomicU64::new(0));
+    let produced = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let deadline = Instant::now() + duration;
+
+    const BACKLOG: u64 = 20_000;
+    const CHUNK: i64 = 5_000;
+    let producer_client = super::db::connect(db.url()).await?;
+    let workspace = uuid::Uuid::from(ulid::Ulid::generate());
+    producer_client.execute(&prefill_sql(), &[&workspace, &(BACKLOG as i64), &"pending"]).await?;
+    produced.fetch_add(BACKLOG, Ordering::Relaxed);
+    let producer = {
+        let (dispatched, produced) = (dispatched.clone(), produced.clone());
+        let statement = producer_client.prepare(&prefill_sql()).await?;
+        tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let backlog =
+                    produced.load(Ordering::Relaxed).saturating_sub(dispatched.load(Ordering::Relaxed));
+                if backlog < BACKLOG {
+                    producer_client.execute(&statement, &[&workspace, &CHUNK, &"pending"]).await?;
+                    produced.fetch_add(CHUNK as u64, Ordering::Relaxed);
+                } else {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            }
+            Ok::<_, anyhow::Error>(())
+        })
+    };
+    let vacuums = Arc::new(AtomicU64::new(0));
+    let vacuumer = if vacuum {
+        let client = super::db::connect(db.url()).await?;
+        let threshold: i64 = client
+            .query_one(
+                "SELECT coalesce((SELECT split_part(o, '=', 2)::bigint FROM unnest(c.reloptions) AS o \
+                  WHERE o LIKE 'autovacuum_vacuum_threshold=%'), 50) FROM pg_class c WHERE c.relname = 'event_outbox'",
+                &[],
+            )
+            .await?
+            .get(0);
+        let (stop, vacuums) = (stop.clone(), vacuums.clone());
+        Some(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.notified() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+                let dead: i64 = client
+                    .query_one(
+                        "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'",
+                        &[],
+                    )
+                    .await?
+                    .get(0);
+                if dead > threshold {
+                    client.batch_execute("VACUUM event_outbox").await?;
+                    vacuums.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Ok::<_, anyhow::Error>(())
+        }))
+    } else {
+        None
+    };
+
+    let dispatcher = Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch));
+    let mut rates = Vec::new();
+    let mut window_start = Instant::now();
+    let mut window_events = 0u64;
+    while Instant::now() < deadline {
+        match dispatcher.step().await? {
+            StepOutcome::Dispatched(step) => {
+                window_events += step.dispatched as u64;
+                dispatched.fetch_add(step.dispatched as u64, Ordering::Relaxed);
+            }
+            StepOutcome::Idle => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+        let elapsed = window_start.elapsed();
+        if elapsed >= window {
+            rates.push(window_events as f64 / elapsed.as_secs_f64());
+            window_start = Instant::now();
+            window_events = 0;
+        }
+    }
+    stop.notify_waiters();
+    stop.notify_one();
+    producer.await.context("the producer task failed")??;
+    if let Some(vacuumer) = vacuumer {
+        vacuumer.await.context("the vacuum task failed")??;
+    }
+    let dead_tuples_at_end: i64 = owner
+        .query_one(
+            "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'",
+            &[],
+        )
+        .await?
+        .get(0);
+    // Leave no backlog for the next run.
+    Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch)).drain_once().await?;
+    Ok(Sustained { rates, dead_tuples_at_end, vacuums: vacuums.load(Ordering::Relaxed) })
+}
+
+fn push_sustained(
+    report: &mut Report,
+    label: &str,
+    run: &Sustained,
+    duration: Duration,
+    window: Duration,
+    condition: &str,
+) {
+    let windows: Vec<String> = run.rates.iter().map(|r| thousands(*r)).collect();
+    let first = run.rates.first().copied().unwrap_or(0.0);
+    let last = run.rates.last().copied().unwrap_or(0.0);
+    let (flat, flat_text) = ratio(last, first);
+    report.push(Row {
+        measure: format!(
+            "{label}. Sustained {}s drain (producer keeps ≥ 20,000 pending; {condition}){}",
+            duration.as_secs(),
+            if run.vacuums > 0 { format!("; {} vacuums", run.vacuums) } else { String::new() }
+        ),
+        figure: format!(
+            "events/s per {}s window: {} (dead tuples at end: {})",
+            window.as_secs(),
+            windows.join(", "),
+            thousands(run.dead_tuples_at_end as f64)
+        ),
+        baseline: format!("first window: {} events/s", thousands(first)),
+        ratio: format!("{flat_text} (last/first)"),
+        target: "flat (≥ 0.8× first)".into(),
+        met: Some(flat >= 0.8),
+    });
+}

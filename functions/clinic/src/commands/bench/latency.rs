@@ -1,0 +1,168 @@
+//! Latency: appointments booked through the API at a steady rate (open loop: requests leave on a
+//! fixed schedule whatever the answers do) with the dispatcher loop (LISTEN-woken) and the local
+//! transport running in the server child, as `clinic dev` wires them; commit → listener receipt.
+//!
+//! Clock: both ends are the database server's `clock_timestamp()`, so no clock skew enters:
+//! `events.recorded_at` is taken when the event row is inserted — inside the request's transaction,
+//! before the rest of the statement and the COMMIT — and `listener_receipts.received_at` when the
+//! listener writes its receipt. The figure therefore slightly overstates commit → receipt (it adds
+//! the end of the insert statement and the commit round trip); PostgreSQL's commit timestamps would
+//! need `track_commit_timestamp`, which the bench does not assume. Each `appointment.created` event
+//! has two listeners (patient confirmation, practitioner schedule change); every receipt is a sample.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clinic_core::http::auth::{issue_token, Role};
+use tokio::sync::{mpsc, Mutex};
+use tokio::time::{Instant, MissedTickBehavior};
+use ulid::Ulid;
+
+use super::client::{bearer, Connection};
+use super::db::{seed, BenchDb};
+use super::report::{ms, thousands, Report, Row};
+use super::serve::ServerChild;
+use super::stats::Samples;
+use super::write::Slots;
+use super::Options;
+
+const CONNECTIONS: usize = 8;
+
+pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+    let owner = db.owner().await?;
+    let fixtures = seed(&owner, 256, 256).await?;
+    let slots = Arc::new(Slots::new(fixtures.clone()));
+    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
+    let server = ServerChild::start(&db.app_url(), &secret, 16, true).await?;
+    let token = issue_token(
+        secret.as_bytes(),
+        fixtures.workspace_id,
+        fixtures.member_id.ulid(),
+        Role::Admin,
+        Duration::from_secs(3600),
+    )?;
+    let auth = bearer(&token)?;
+    let rate = options.rate;
+    let warm_up = if options.smoke { Duration::from_millis(500) } else { Duration::from_secs(2) };
+    let duration = options.latency_duration();
+
+    eprintln!("bench: latency: warming up for {warm_up:?}");
+    steady(server.address, &auth, &slots, rate, warm_up).await?;
+    wait_dispatched(&owner).await?;
+    let cutoff: chrono::DateTime<chrono::Utc> =
+        owner.query_one("SELECT clock_timestamp()", &[]).await?.get(0);
+    eprintln!("bench: latency: {rate} events/s for {duration:?}");
+    let mut responses = steady(server.address, &auth, &slots, rate, duration).await?;
+    wait_dispatched(&owner).await?;
+    server.stop().await?;
+
+    let rows = owner
+        .query(
+            "SELECT (extract(epoch FROM r.received_at - e.recorded_at) * 1000000)::bigint \
+             FROM listener_receipts r JOIN events e ON e.id = r.event_id \
+             WHERE e.type = 'appointment.created' AND e.recorded_at > $1",
+            &[&cutoff],
+        )
+        .await?;
+    let events: i64 = owner
+        .query_one(
+            "SELECT count(*) FROM events WHERE type = 'appointment.created' AND recorded_at > $1",
+            &[&cutoff],
+        )
+        .await?
+        .get(0);
+    let mut receipts = Samples::with_capacity(rows.len());
+    for row in &rows {
+        receipts.push_micros(row.get::<_, i64>(0).max(0) as u64);
+    }
+    anyhow::ensure!(receipts.len() > 0, "no listener receipts arrived");
+    let (p50, p95, p99) = (receipts.quantile_ms(0.5), receipts.quantile_ms(0.95), receipts.quantile_ms(0.99));
+    let met = matches!((p50, p99), (Some(p50), Some(p99)) if p50 <= 3.0 && p99 <= 10.0);
+    report.push(Row {
+        measure: format!(
+            "3. Latency: POST /v1/appointments at {rate}/s for {}s (open loop), dispatcher loop LISTEN-woken + local \
+             transport in the server; events.recorded_at → listener_receipts.received_at ({} receipts of {} events)",
+            duration.as_secs(),
+            thousands(receipts.len() as f64),
+            thousands(events as f64)
+        ),
+        figure: format!(
+            "p50 {} · p95 {} · p99 {} · max {}",
+            ms(p50),
+            ms(p95),
+            ms(p99),
+            ms(receipts.quantile_ms(1.0))
+        ),
+        baseline: format!(
+            "API response time at that rate: p50 {} · p99 {}",
+            ms(responses.quantile_ms(0.5)),
+            ms(responses.quantile_ms(0.99))
+        ),
+        ratio: "—".into(),
+        target: "p50 ≤ 3 ms, p99 ≤ 10 ms".into(),
+        met: Some(met),
+    });
+    Ok(())
+}
+
+/// Sends `rate` bookings per second for `duration` on a fixed schedule; answers the response times.
+async fn steady(
+    address: std::net::SocketAddr,
+    auth: &hyper::header::HeaderValue,
+    slots: &Arc<Slots>,
+    rate: u32,
+    duration: Duration,
+) -> anyhow::Result<Samples> {
+    let (jobs, queue) = mpsc::channel::<String>(1024);
+    let queue = Arc::new(Mutex::new(queue));
+    let mut workers = Vec::with_capacity(CONNECTIONS);
+    for _ in 0..CONNECTIONS {
+        let mut connection = Connection::open(address, auth.clone()).await?;
+        let queue = queue.clone();
+        workers.push(tokio::spawn(async move {
+            let mut samples = Samples::default();
+            loop {
+                let Some(body) = queue.lock().await.recv().await else { break };
+                let sent = Instant::now();
+                let (status, answer) = connection.post_json("/v1/appointments", body).await?;
+                anyhow::ensure!(
+                    status.as_u16() == 201,
+                    "HTTP {status}: {}",
+                    String::from_utf8_lossy(&answer)
+                );
+                samples.push(sent.elapsed());
+            }
+            Ok::<_, anyhow::Error>(samples)
+        }));
+    }
+    let total = (f64::from(rate) * duration.as_secs_f64()).round() as u64;
+    let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / f64::from(rate)));
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
+    for _ in 0..total {
+        ticker.tick().await;
+        jobs.send(slots.take().json()).await.context("the bench workers stopped")?;
+    }
+    drop(jobs);
+    let mut samples = Samples::default();
+    for worker in workers {
+        samples.extend(worker.await.context("a bench client task failed")??);
+    }
+    Ok(samples)
+}
+
+/// Waits until every outbox row is dispatched (at most 30 s).
+async fn wait_dispatched(owner: &tokio_postgres::Client) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let open: i64 = owner
+            .query_one("SELECT count(*) FROM event_outbox WHERE status <> 'dispatched'", &[])
+            .await?
+            .get(0);
+        if open == 0 {
+            return Ok(());
+        }
+        anyhow::ensure!(Instant::now() < deadline, "{open} outbox rows still not dispatched after 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

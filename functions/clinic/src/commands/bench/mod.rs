@@ -1,0 +1,153 @@
+//! `clinic bench write|dispatch|latency|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
+//! in one run, on one database, and prints a markdown table (machine description first).
+//!
+//! Invariants:
+//! - Every figure is printed beside a baseline measured in the same run against the same database, so
+//!   drift on a shared machine shows up in both (the ratio is the figure that matters).
+//! - Each section runs in its own fresh database (`clinic_bench_<ulid>`) on the server named by
+//!   `DATABASE_URL` (or the local dev cluster), migrated from the embedded migrations and dropped at
+//!   the end, even when the section fails.
+//! - Load goes only to 127.0.0.1: the API is a child process of this one (`clinic bench serve`,
+//!   hidden) serving the real router with `axum::serve` on `127.0.0.1:0`, so its peak RSS is its own.
+//! - `--smoke` runs every code path for seconds, with small volumes; it proves the benchmark works and
+//!   says nothing about speed.
+//! - Logging: the bench processes log at `warn` unless `RUST_LOG` says otherwise, so per-request and
+//!   per-event info lines are not part of the figures.
+
+mod client;
+mod db;
+mod dispatch;
+mod latency;
+mod report;
+mod serve;
+mod stats;
+mod write;
+
+use std::time::Duration;
+
+use report::Report;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    target: Target,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Target {
+    /// Write path: appointments through the HTTP API beside raw SQL, plus the server's peak RSS.
+    Write(Options),
+    /// Dispatch: the real dispatcher (no-op transport) beside a raw claim-and-mark loop.
+    Dispatch(Options),
+    /// Latency: commit → listener receipt at a steady rate through the API and the local transport.
+    Latency(Options),
+    /// Everything above, one table.
+    All(Options),
+    /// The API server child of the write and latency runs (internal).
+    #[command(hide = true)]
+    Serve(serve::ServeArgs),
+}
+
+/// Knobs shared by every section; the defaults are the issue's.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Options {
+    /// Seconds-long check of every code path (small volumes; figures mean nothing).
+    #[arg(long)]
+    smoke: bool,
+    /// Concurrent clients of the write path.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Seconds per write-path run (default 10; smoke 1).
+    #[arg(long)]
+    seconds: Option<u64>,
+    /// Pending events drained per dispatch run (default 100000; smoke 5000).
+    #[arg(long)]
+    events: Option<i64>,
+    /// Already-dispatched history rows for the second dispatch run (default 1000000; smoke 20000).
+    #[arg(long)]
+    history: Option<i64>,
+    /// Rows claimed per step, for the dispatcher and the raw loop alike.
+    #[arg(long, default_value_t = 100)]
+    batch: i64,
+    /// Seconds of the sustained dispatch run (default 60; smoke 2).
+    #[arg(long)]
+    sustain_seconds: Option<u64>,
+    /// Events per second of the latency run.
+    #[arg(long, default_value_t = 200)]
+    rate: u32,
+    /// Seconds of the latency run (default 20; smoke 2).
+    #[arg(long)]
+    latency_seconds: Option<u64>,
+}
+
+impl Options {
+    fn write_duration(&self) -> Duration {
+        Duration::from_secs(self.seconds.unwrap_or(if self.smoke { 1 } else { 10 }))
+    }
+    fn pending_events(&self) -> i64 {
+        self.events.unwrap_or(if self.smoke { 5_000 } else { 100_000 })
+    }
+    fn history_rows(&self) -> i64 {
+        self.history.unwrap_or(if self.smoke { 20_000 } else { 1_000_000 })
+    }
+    fn sustain_duration(&self) -> Duration {
+        Duration::from_secs(self.sustain_seconds.unwrap_or(if self.smoke { 2 } else { 60 }))
+    }
+    fn latency_duration(&self) -> Duration {
+        Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 2 } else { 20 }))
+    }
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let (options, sections): (Options, &[Section]) = match args.target {
+        Target::Serve(serve_args) => return serve::run(serve_args).await,
+        Target::Write(o) => (o, &[Section::Write]),
+        Target::Dispatch(o) => (o, &[Section::Dispatch]),
+        Target::Latency(o) => (o, &[Section::Latency]),
+        Target::All(o) => (o, &[Section::Write, Section::Dispatch, Section::Latency]),
+    };
+    init_logging();
+    anyhow::ensure!(options.clients >= 1, "--clients must be at least 1");
+    anyhow::ensure!((1..=1000).contains(&options.batch), "--batch must be 1-1000");
+    anyhow::ensure!(options.rate >= 1, "--rate must be at least 1");
+    let (admin_url, cluster) = crate::settings::database()?;
+    let outcome = run_sections(&admin_url, &options, sections).await;
+    if let Some(cluster) = cluster {
+        cluster.stop()?;
+    }
+    outcome
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Section {
+    Write,
+    Dispatch,
+    Latency,
+}
+
+async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
+    let mut report = Report::new(admin_url, options.smoke).await?;
+    for section in sections {
+        let bench_db = db::BenchDb::create(admin_url).await?;
+        eprintln!("bench: database {}", bench_db.name());
+        let outcome = match section {
+            Section::Write => write::run(&bench_db, options, &mut report).await,
+            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await,
+            Section::Latency => latency::run(&bench_db, options, &mut report).await,
+        };
+        let dropped = bench_db.drop_database().await;
+        outcome?;
+        dropped?;
+    }
+    println!("{}", report.render());
+    Ok(())
+}
+
+/// Bench processes log warnings only (unless `RUST_LOG` is set): the figures should not include
+/// formatting a log line per request or per event.
+pub(crate) fn init_logging() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).compact().try_init();
+}

@@ -1,0 +1,111 @@
+//! The dispatcher Lambda's handler, fed a real EventBridge scheduled event: one-pass and drain modes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use chrono::Utc;
+use clinic_core::appointments::{self, NewAppointment};
+use clinic_core::context::Ctx;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
+use clinic_core::domain::values::TimeSlot;
+use clinic_core::events::{Actor, Cause};
+use clinic_core::ids::{CorrelationId, RequestId, WorkspaceId};
+use clinic_core::{patients, practitioners, workspaces};
+use clinic_dispatcher::{handle, Mode, State};
+use clinic_testkit::TestDb;
+use lambda_runtime::{Context, LambdaEvent};
+use serde_json::{json, Value};
+
+fn scheduled_event(detail: Value) -> LambdaEvent<EventBridgeEvent<Value>> {
+    let payload = json!({
+        "version": "0",
+        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-11-30T00:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/clinic-dispatcher"],
+        "detail": detail
+    });
+    LambdaEvent::new(serde_json::from_value(payload).unwrap(), Context::default())
+}
+
+async fn booked() -> TestDb {
+    clinic_testkit::init_test_logging();
+    let db = clinic_testkit::fresh_db().await;
+    let workspace = WorkspaceId::generate();
+    let mut client = db.client().await;
+    workspaces::insert_workspace(&client, workspace, "Test clinic").await.unwrap();
+    let ctx = Ctx {
+        workspace_id: workspace,
+        cause: Cause {
+            actor: Actor::System,
+            correlation_id: CorrelationId::generate(),
+            causation_id: RequestId::generate().into(),
+        },
+    };
+    let tx = client.transaction().await.unwrap();
+    let patient = json!({"givenName": "Grace", "familyName": "Hopper"}).try_into().unwrap();
+    let (patient, _) = patients::create(&tx, &ctx, patient).await.unwrap();
+    let practitioner = json!({"displayName": "Dr. Strange"}).try_into().unwrap();
+    let (practitioner, _) = practitioners::create(&tx, &ctx, practitioner).await.unwrap();
+    let starts_at = Utc::now() + chrono::Duration::hours(24);
+    let slot = TimeSlot::new(starts_at, starts_at + chrono::Duration::minutes(30)).unwrap();
+    appointments::book(&tx, &ctx, NewAppointment::new(patient.id, practitioner.id, slot, None))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    drop(client);
+    db
+}
+
+fn state(db: &TestDb, window: Duration, mode: Mode) -> State {
+    let dispatcher = Dispatcher::new(
+        db.pool.clone(),
+        Arc::new(LocalTransport::new(db.pool.clone())),
+        DispatchConfig { poll_interval: Duration::from_millis(50), ..DispatchConfig::default() },
+    )
+    .with_listen(db.url.clone(), None);
+    State { dispatcher, window, mode }
+}
+
+async fn notifications(db: &TestDb) -> i64 {
+    db.client().await.query_one("SELECT count(*) FROM notifications", &[]).await.unwrap().get(0)
+}
+
+#[tokio::test]
+async fn a_one_pass_invocation_dispatches_what_is_due_and_returns() {
+    let db = booked().await;
+    let state = state(&db, Duration::from_secs(50), Mode::Drain);
+    let started = Instant::now();
+    let answer = handle(&state, scheduled_event(json!({"mode": "once"}))).await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(answer.mode, Mode::Once);
+    assert_eq!((answer.report.totals.dispatched, answer.report.totals.started), (3, 2));
+    assert_eq!(notifications(&db).await, 2);
+    let json = serde_json::to_value(&answer).unwrap();
+    assert_eq!(json["mode"], "once");
+    assert_eq!(json["dispatched"], 3);
+}
+
+#[tokio::test]
+async fn a_drain_invocation_returns_before_its_window_ends() {
+    let db = booked().await;
+    let window = Duration::from_millis(600);
+    let state = state(&db, window, Mode::Drain);
+    let started = Instant::now();
+    let answer = handle(&state, scheduled_event(json!({}))).await.unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed >= Duration::from_millis(500) && elapsed <= window + Duration::from_millis(200),
+        "{elapsed:?}"
+    );
+    assert_eq!(answer.mode, Mode::Drain);
+    assert_eq!(answer.report.totals.dispatched, 3);
+    assert_eq!(notifications(&db).await, 2);
+    // A second invocation reuses the dispatcher (and its LISTEN connection) and finds nothing.
+    let again = handle(&state, scheduled_event(json!({}))).await.unwrap();
+    assert_eq!(again.report.steps, 0);
+}

@@ -1,0 +1,118 @@
+//! `/v1/system/outbox`: operator tooling over HTTP, admin role only (403 for everyone else).
+//!
+//! - `GET /v1/system/outbox?status=&eventType=&olderThan=&limit=&cursor=` lists the caller's
+//!   workspace's outbox rows, newest first, with a signed keyset cursor bound to the filters.
+//! - `POST /v1/system/outbox/{id}/retry|replay|discard` with `{ "reason": "…", "listeners": [...] }`
+//!   (listeners: replay only) performs the action and answers its audit record. The body is checked
+//!   (400/422) before the row's status is considered; a status the action does not fit answers 409
+//!   and records nothing. Each action is its own transaction: lock, change, audit, commit.
+//!
+//! These routes take no `Idempotency-Key`: every action changes the row's status, so repeating one
+//! answers 409 instead of acting twice.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::path_id;
+use super::timelines::PageRequest;
+use crate::domain::input::FieldError;
+use crate::events::EventType;
+use crate::http::auth::Caller;
+use crate::http::problem::ApiError;
+use crate::http::request::JsonBody;
+use crate::http::{cursor, AppState};
+use crate::ids::{EventId, MemberId};
+use crate::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
+use crate::outbox::OutboxStatus;
+
+fn bad(field: &str, message: &str) -> ApiError {
+    ApiError::BadParameter(FieldError::new(field, message))
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let page = PageRequest::parse(&query)?;
+    let status = query
+        .get("status")
+        .map(|raw| OutboxStatus::parse(raw).ok_or_else(|| bad("status", "must be an outbox status")))
+        .transpose()?;
+    let event_type = query
+        .get("eventType")
+        .map(|raw| EventType::parse(raw).ok_or_else(|| bad("eventType", "must be an event type")))
+        .transpose()?;
+    let older_than = query
+        .get("olderThan")
+        .map(|raw| {
+            operator::parse_age(raw)
+                .ok_or_else(|| bad("olderThan", "must be an age such as 90, 90s, 15m, 2h or 7d"))
+        })
+        .transpose()?;
+    let scope = format!(
+        "outbox:{}:{}:{}:{}",
+        caller.workspace_id,
+        status.map_or("", OutboxStatus::as_str),
+        event_type.map_or("", EventType::as_str),
+        older_than.map_or(0, |age| age.as_secs()),
+    );
+    let before = page.after(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
+    let filter = OutboxFilter { workspace: Some(caller.workspace_id), status, event_type, older_than, before };
+    let conn = state.pool.get().await?;
+    let items = operator::list(&conn, &filter, page.limit).await?;
+    let next_cursor = (items.len() as i64 == page.limit)
+        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.event_id.ulid())))
+        .flatten();
+    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+}
+
+async fn act(
+    state: AppState,
+    caller: Caller,
+    raw_id: String,
+    body: JsonBody,
+    action: ActionKind,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let request = ActionRequest::from_body(action, body.value)?;
+    let event_id: EventId = path_id(&raw_id)?;
+    let operator = Operator::member(MemberId::from_ulid(caller.subject));
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let record = operator::perform(&tx, Some(caller.workspace_id), event_id, &request, &operator).await?;
+    tx.commit().await?;
+    Ok(Json(record).into_response())
+}
+
+pub async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Retry).await
+}
+
+pub async fn replay(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Replay).await
+}
+
+pub async fn discard(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Discard).await
+}

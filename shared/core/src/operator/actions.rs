@@ -1,0 +1,323 @@
+//! Retry, replay and discard: one locked row, one status check, one change, one audit row — all on
+//! the caller's transaction.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{ActionKind, Operator, Reason};
+use crate::db::sql;
+use crate::domain::input::{FieldError, Fields};
+use crate::error::{DomainError, DomainResult};
+use crate::events::EventType;
+use crate::ids::{EventId, OperatorActionId, WorkspaceId};
+use crate::listeners::{is_routed, listeners, Listener};
+use crate::outbox::OutboxStatus;
+
+/// The most listeners one replay may name (more than any event type routes to).
+const MAX_LISTENERS: usize = 32;
+
+/// A parsed action: what to do, why, and (replay only) which listeners.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionRequest {
+    pub action: ActionKind,
+    pub reason: Reason,
+    /// Replay only: the listeners to start again; `None` means every listener of the event type.
+    pub listeners: Option<Vec<Listener>>,
+}
+
+impl ActionRequest {
+    /// Builds a request from its parts, checking the reason first, then the listener names.
+    pub fn new(action: ActionKind, reason: &str, listener_names: Option<&[String]>) -> Result<Self, FieldError> {
+        let reason = Reason::parse(reason)?;
+        let listeners = listener_names.map(|names| parse_listeners(action, names)).transpose()?;
+        Ok(ActionRequest { action, reason, listeners })
+    }
+
+    /// Reads a request body `{ "reason": "…", "listeners": ["…"] }` (listeners optional, replay only).
+    pub fn from_body(action: ActionKind, body: Value) -> Result<Self, FieldError> {
+        let mut body = match body {
+            Value::Object(object) => object,
+            _ => return Err(FieldError::new("body", "must be a JSON object")),
+        };
+        let raw_listeners = body.remove("listeners");
+        let mut fields = Fields::new(Value::Object(body))?;
+        let reason = fields.required_str("reason")?;
+        let reason = Reason::parse(&reason)?;
+        fields.finish()?;
+        let names = match raw_listeners {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .into_iter()
+                    .map(|item| match item {
+                        Value::String(name) => Ok(name),
+                        _ => Err(FieldError::new("listeners", "must be an array of listener names")),
+                    })
+                    .collect::<Result<Vec<String>, FieldError>>()?,
+            ),
+            Some(_) => return Err(FieldError::new("listeners", "must be an array of listener names")),
+        };
+        let listeners = names.map(|names| parse_listeners(action, &names)).transpose()?;
+        Ok(ActionRequest { action, reason, listeners })
+    }
+}
+
+fn parse_listeners(action: ActionKind, names: &[String]) -> Result<Vec<Listener>, FieldError> {
+    if action != ActionKind::Replay {
+        return Err(FieldError::new("listeners", "only replay takes listeners"));
+    }
+    if names.is_empty() || names.len() > MAX_LISTENERS {
+        return Err(FieldError::new(
+            "listeners",
+            format!("must name 1 to {MAX_LISTENERS} listeners (omit it to replay all of them)"),
+        ));
+    }
+    let mut parsed = Vec::with_capacity(names.len());
+    for name in names {
+        let listener = Listener::parse(name.trim())
+            .ok_or_else(|| FieldError::new("listeners", "names a listener that does not exist"))?;
+        if !parsed.contains(&listener) {
+            parsed.push(listener);
+        }
+    }
+    Ok(parsed)
+}
+
+/// The audit row of one action, as answered by the API and the CLI (the reason is not echoed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionRecord {
+    pub id: OperatorActionId,
+    pub workspace_id: WorkspaceId,
+    pub event_id: EventId,
+    pub event_type: String,
+    pub action: ActionKind,
+    pub actor: String,
+    pub status_before: String,
+    pub status_after: String,
+    /// Replay: the listeners started again (all of the event type's when none were named).
+    pub listeners: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+}
+
+const LOCK_ROW: &str = "SELECT o.status, e.type, e.workspace_id \
+     FROM event_outbox o JOIN events e ON e.id = o.event_id \
+     WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2) \
+     FOR UPDATE OF o";
+
+const RETRY: &str = "UPDATE event_outbox \
+     SET status = 'pending', available_at = now(), claim_token = NULL, claimed_by = NULL, \
+         claimed_until = NULL, updated_at = now() \
+     WHERE event_id = $1";
+
+const REPLAY: &str = "UPDATE event_outbox \
+     SET status = 'pending', only_listeners = $2, available_at = now(), claim_token = NULL, \
+         claimed_by = NULL, claimed_until = NULL, updated_at = now() \
+     WHERE event_id = $1";
+
+/// The starts of replayed listeners are forgotten, or the claim would skip them as already started.
+const FORGET_STARTS: &str = "DELETE FROM listener_starts \
+     WHERE event_id = $1 AND ($2::text[] IS NULL OR listener = ANY ($2))";
+
+const DISCARD: &str = "UPDATE event_outbox SET status = 'discarded', updated_at = now() WHERE event_id = $1";
+
+const INSERT_ACTION: &str = "INSERT INTO operator_actions \
+     (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     RETURNING created_at";
+
+fn accepts(action: ActionKind, status: OutboxStatus) -> bool {
+    match action {
+        ActionKind::Retry => matches!(status, OutboxStatus::Dead | OutboxStatus::Retry),
+        ActionKind::Replay => status == OutboxStatus::Dispatched,
+        ActionKind::Discard => status == OutboxStatus::Dead,
+    }
+}
+
+fn accepted_statuses(action: ActionKind) -> &'static str {
+    match action {
+        ActionKind::Retry => "dead or retry",
+        ActionKind::Replay => "dispatched",
+        ActionKind::Discard => "dead",
+    }
+}
+
+/// Performs `request` on the outbox row of `event_id` and records it, on the caller's transaction
+/// (which the caller commits). `workspace` scopes the lookup (`None`: any workspace, CLI only).
+///
+/// Errors: `NotFound` (no such row in scope), `Invalid` (named listeners not routed for the event
+/// type), `Conflict` (the status does not fit the action); none of them writes anything.
+pub async fn perform(
+    tx: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+    event_id: EventId,
+    request: &ActionRequest,
+    operator: &Operator,
+) -> DomainResult<ActionRecord> {
+    let row = sql::query_opt(tx, LOCK_ROW, &[&event_id, &workspace]).await?.ok_or(DomainError::NotFound)?;
+    let status_name: String = row.get(0);
+    let type_name: String = row.get(1);
+    let workspace_id: WorkspaceId = row.get(2);
+    let before = OutboxStatus::parse(&status_name)
+        .ok_or_else(|| DomainError::Conflict(format!("the outbox row has an unknown status {status_name}")))?;
+    if !accepts(request.action, before) {
+        return Err(DomainError::Conflict(format!(
+            "cannot {} an outbox row that is {}; {} needs a {} row",
+            request.action,
+            before.as_str(),
+            request.action,
+            accepted_statuses(request.action)
+        )));
+    }
+
+    let (after, replayed) = match request.action {
+        ActionKind::Retry => {
+            sql::execute(tx, RETRY, &[&event_id]).await?;
+            (OutboxStatus::Pending, None)
+        }
+        ActionKind::Discard => {
+            sql::execute(tx, DISCARD, &[&event_id]).await?;
+            (OutboxStatus::Discarded, None)
+        }
+        ActionKind::Replay => {
+            let event_type = EventType::parse(&type_name).ok_or_else(|| {
+                DomainError::Conflict(format!("cannot replay an event of unknown type {type_name}"))
+            })?;
+            let replayed = replay_listeners(event_type, request.listeners.as_deref())?;
+            let only: Option<Vec<&str>> =
+                request.listeners.as_ref().map(|named| named.iter().map(|l| l.as_str()).collect());
+            sql::execute(tx, FORGET_STARTS, &[&event_id, &only]).await?;
+            sql::execute(tx, REPLAY, &[&event_id, &only]).await?;
+            (OutboxStatus::Pending, Some(replayed))
+        }
+    };
+
+    let id = OperatorActionId::generate();
+    let listener_names: Option<Vec<&str>> =
+        replayed.as_ref().map(|names: &Vec<Listener>| names.iter().map(|l| l.as_str()).collect());
+    let inserted = sql::query_one(
+        tx,
+        INSERT_ACTION,
+        &[
+            &id,
+            &workspace_id,
+            &event_id,
+            &request.action.as_str(),
+            &operator.as_str(),
+            &request.reason.as_str(),
+            &before.as_str(),
+            &after.as_str(),
+            &listener_names,
+        ],
+    )
+    .await?;
+    tracing::info!(
+        action_id = %id,
+        event_id = %event_id,
+        action = request.action.as_str(),
+        status_before = before.as_str(),
+        status_after = after.as_str(),
+        "operator action recorded"
+    );
+    Ok(ActionRecord {
+        id,
+        workspace_id,
+        event_id,
+        event_type: type_name,
+        action: request.action,
+        actor: operator.as_str().to_owned(),
+        status_before: before.as_str().to_owned(),
+        status_after: after.as_str().to_owned(),
+        listeners: listener_names.map(|names| names.into_iter().map(str::to_owned).collect()),
+        created_at: inserted.get(0),
+    })
+}
+
+/// The listeners a replay starts: the named ones, each of which must be routed for `event_type`, or
+/// all routed ones. An event type without listeners has nothing to replay.
+fn replay_listeners(event_type: EventType, named: Option<&[Listener]>) -> DomainResult<Vec<Listener>> {
+    match named {
+        Some(named) => {
+            if let Some(stranger) = named.iter().find(|listener| !is_routed(event_type, **listener)) {
+                return Err(FieldError::new(
+                    "listeners",
+                    format!("{stranger} is not a listener of {event_type}; it has {}", names(event_type)),
+                )
+                .into());
+            }
+            Ok(named.to_vec())
+        }
+        None if listeners(event_type).is_empty() => {
+            Err(DomainError::Conflict(format!("{event_type} has no listeners; there is nothing to replay")))
+        }
+        None => Ok(listeners(event_type).to_vec()),
+    }
+}
+
+fn names(event_type: EventType) -> String {
+    let names: Vec<&str> = listeners(event_type).iter().map(|l| l.as_str()).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_reason_is_checked_before_anything_else() {
+        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": " ", "listeners": 3})).unwrap_err();
+        assert_eq!(error.field, "reason");
+        let error = ActionRequest::from_body(ActionKind::Discard, json!({})).unwrap_err();
+        assert_eq!(error.field, "reason");
+        let error = ActionRequest::from_body(ActionKind::Discard, json!("why")).unwrap_err();
+        assert_eq!(error.field, "body");
+    }
+
+    #[test]
+    fn listeners_are_for_replay_and_must_exist() {
+        let ok = ActionRequest::from_body(
+            ActionKind::Replay,
+            json!({"reason": "lost", "listeners": ["patient_reminder", "patient_reminder"]}),
+        )
+        .unwrap();
+        assert_eq!(ok.listeners, Some(vec![Listener::PatientReminder]));
+        for body in [
+            json!({"reason": "x", "listeners": []}),
+            json!({"reason": "x", "listeners": ["send_fax"]}),
+            json!({"reason": "x", "listeners": [1]}),
+            json!({"reason": "x", "listeners": "patient_reminder"}),
+        ] {
+            let error = ActionRequest::from_body(ActionKind::Replay, body).unwrap_err();
+            assert_eq!(error.field, "listeners");
+        }
+        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "listeners": ["patient_reminder"]}))
+            .unwrap_err();
+        assert_eq!(error.field, "listeners");
+        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "force": true})).unwrap_err();
+        assert_eq!(error.field, "force");
+    }
+
+    #[test]
+    fn each_action_accepts_its_statuses_only() {
+        use OutboxStatus::*;
+        let accepted = |action| OutboxStatus::ALL.iter().copied().filter(|s| accepts(action, *s)).collect::<Vec<_>>();
+        assert_eq!(accepted(ActionKind::Retry), vec![Retry, Dead]);
+        assert_eq!(accepted(ActionKind::Replay), vec![Dispatched]);
+        assert_eq!(accepted(ActionKind::Discard), vec![Dead]);
+    }
+
+    #[test]
+    fn replay_checks_listeners_against_the_map() {
+        let all = replay_listeners(EventType::AppointmentCreated, None).unwrap();
+        assert_eq!(all, listeners(EventType::AppointmentCreated));
+        assert!(replay_listeners(EventType::AppointmentCreated, Some(&[Listener::PatientReminder])).is_err());
+        assert!(matches!(replay_listeners(EventType::PatientCreated, None), Err(DomainError::Conflict(_))));
+    }
+}

@@ -1,0 +1,233 @@
+//! Reading the outbox for operators: a filtered keyset listing, one row in detail, and counts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use tokio_postgres::Row;
+
+use crate::db::sql;
+use crate::events::EventType;
+use crate::ids::{EventId, OperatorActionId, WorkspaceId};
+use crate::outbox::OutboxStatus;
+
+/// Which rows to list. Every filter is optional; `before` is the keyset position (an event id).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutboxFilter {
+    /// Scope to one workspace (always set over HTTP).
+    pub workspace: Option<WorkspaceId>,
+    pub status: Option<OutboxStatus>,
+    pub event_type: Option<EventType>,
+    /// Only rows created at least this long ago.
+    pub older_than: Option<Duration>,
+    /// Only rows whose event id sorts before this one (the next page of a newest-first listing).
+    pub before: Option<EventId>,
+}
+
+/// One outbox row as operators see it: ids, type names, status, counters, times and error codes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxItem {
+    pub event_id: EventId,
+    pub workspace_id: WorkspaceId,
+    #[serde(rename = "type")]
+    pub event_type: String,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub status: String,
+    pub attempts: i32,
+    pub available_at: DateTime<Utc>,
+    pub last_error_code: Option<String>,
+    pub last_error: Option<String>,
+    pub only_listeners: Option<Vec<String>>,
+    pub dispatched_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+     o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
+     o.created_at, o.updated_at";
+
+fn item_from_row(row: &Row) -> OutboxItem {
+    let resource_id: uuid::Uuid = row.get(4);
+    OutboxItem {
+        event_id: row.get(0),
+        workspace_id: row.get(1),
+        event_type: row.get(2),
+        resource_type: row.get(3),
+        resource_id: ulid::Ulid::from(resource_id).to_string(),
+        status: row.get(5),
+        attempts: row.get(6),
+        available_at: row.get(7),
+        last_error_code: row.get(8),
+        last_error: row.get(9),
+        only_listeners: row.get(10),
+        dispatched_at: row.get(11),
+        created_at: row.get(12),
+        updated_at: row.get(13),
+    }
+}
+
+fn list_sql() -> String {
+    format!(
+        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
+         WHERE ($1::uuid IS NULL OR e.workspace_id = $1) \
+           AND ($2::text IS NULL OR o.status = $2) \
+           AND ($3::text IS NULL OR e.type = $3) \
+           AND ($4::float8 IS NULL OR o.created_at <= now() - $4 * interval '1 second') \
+           AND ($5::uuid IS NULL OR o.event_id < $5) \
+         ORDER BY o.event_id DESC LIMIT $6"
+    )
+}
+
+/// Up to `limit` rows matching `filter`, newest first (keyset on the event id: pass the last item's
+/// id as `before` for the next page).
+pub async fn list(
+    client: &impl GenericClient,
+    filter: &OutboxFilter,
+    limit: i64,
+) -> Result<Vec<OutboxItem>, tokio_postgres::Error> {
+    let status = filter.status.map(OutboxStatus::as_str);
+    let event_type = filter.event_type.map(EventType::as_str);
+    let older_than = filter.older_than.map(|age| age.as_secs_f64());
+    let rows = sql::query(
+        client,
+        &list_sql(),
+        &[&filter.workspace, &status, &event_type, &older_than, &filter.before, &limit],
+    )
+    .await?;
+    Ok(rows.iter().map(item_from_row).collect())
+}
+
+/// A listener recorded as started for an event (kept only for partly failed attempts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenerStart {
+    pub listener: String,
+    pub started_at: DateTime<Utc>,
+    pub transport_message_id: Option<String>,
+}
+
+/// One past operator action on the row (the CLI's `show` includes the reason: it is the audit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionHistory {
+    pub id: OperatorActionId,
+    pub action: String,
+    pub actor: String,
+    pub reason: String,
+    pub status_before: String,
+    pub status_after: String,
+    pub listeners: Option<Vec<String>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One row in detail: the item, its listener starts and receipts, and its operator history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxDetail {
+    #[serde(flatten)]
+    pub item: OutboxItem,
+    /// The listeners routed for the event type.
+    pub routed_listeners: Vec<String>,
+    pub listener_starts: Vec<ListenerStart>,
+    /// Listeners that committed their effects (receipt time by listener name).
+    pub receipts: BTreeMap<String, DateTime<Utc>>,
+    pub actions: Vec<ActionHistory>,
+}
+
+const STARTS: &str = "SELECT listener, started_at, transport_message_id FROM listener_starts \
+     WHERE event_id = $1 ORDER BY started_at, listener";
+const RECEIPTS: &str = "SELECT listener, received_at FROM listener_receipts WHERE event_id = $1";
+const HISTORY: &str = "SELECT id, action, actor, reason, status_before, status_after, listeners, created_at \
+     FROM operator_actions WHERE event_id = $1 ORDER BY created_at, id";
+
+/// The row of `event_id` (within `workspace` when given) in detail; `None` when there is none.
+pub async fn show(
+    client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+    event_id: EventId,
+) -> Result<Option<OutboxDetail>, tokio_postgres::Error> {
+    let one = format!(
+        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
+         WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2)"
+    );
+    let Some(row) = sql::query_opt(client, &one, &[&event_id, &workspace]).await? else {
+        return Ok(None);
+    };
+    let item = item_from_row(&row);
+    let routed_listeners = EventType::parse(&item.event_type)
+        .map(|event_type| crate::listeners::listeners(event_type).iter().map(|l| l.as_str().to_owned()).collect())
+        .unwrap_or_default();
+    let listener_starts = sql::query(client, STARTS, &[&event_id])
+        .await?
+        .iter()
+        .map(|row| ListenerStart {
+            listener: row.get(0),
+            started_at: row.get(1),
+            transport_message_id: row.get(2),
+        })
+        .collect();
+    let receipts =
+        sql::query(client, RECEIPTS, &[&event_id]).await?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let actions = sql::query(client, HISTORY, &[&event_id])
+        .await?
+        .iter()
+        .map(|row| ActionHistory {
+            id: row.get(0),
+            action: row.get(1),
+            actor: row.get(2),
+            reason: row.get(3),
+            status_before: row.get(4),
+            status_after: row.get(5),
+            listeners: row.get(6),
+            created_at: row.get(7),
+        })
+        .collect();
+    Ok(Some(OutboxDetail { item, routed_listeners, listener_starts, receipts, actions }))
+}
+
+/// Counts for `clinic outbox stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stats {
+    /// Rows by status; every status is listed, with 0 when it has none.
+    pub by_status: BTreeMap<String, i64>,
+    /// How long the oldest due row has waited (see [`crate::metrics::oldest_pending_age_ms`]); 0
+    /// when nothing is due.
+    pub oldest_pending_age_ms: i64,
+    /// `dead` rows by `last_error_code` (`none` when a row has no code).
+    pub dead_by_error_code: BTreeMap<String, i64>,
+}
+
+const BY_STATUS: &str = "SELECT o.status, count(*) FROM event_outbox o \
+     WHERE $1::uuid IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1) \
+     GROUP BY o.status";
+const DEAD_BY_CODE: &str = "SELECT coalesce(o.last_error_code, 'none'), count(*) FROM event_outbox o \
+     WHERE o.status = 'dead' AND ($1::uuid IS NULL OR EXISTS \
+         (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)) \
+     GROUP BY 1";
+const OLDEST_DUE_IN: &str = "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
+     FROM event_outbox o \
+     WHERE o.status IN ('pending', 'retry', 'claimed') AND o.available_at <= now() \
+       AND EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)";
+
+/// Counts by status, dead rows by error code, and the oldest due row's wait (within `workspace` when
+/// given).
+pub async fn stats(client: &impl GenericClient, workspace: Option<WorkspaceId>) -> Result<Stats, tokio_postgres::Error> {
+    let mut by_status: BTreeMap<String, i64> =
+        OutboxStatus::ALL.iter().map(|status| (status.as_str().to_owned(), 0)).collect();
+    for row in sql::query(client, BY_STATUS, &[&workspace]).await? {
+        by_status.insert(row.get(0), row.get(1));
+    }
+    let dead_by_error_code =
+        sql::query(client, DEAD_BY_CODE, &[&workspace]).await?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let oldest_pending_age_ms = match workspace {
+        None => crate::metrics::oldest_pending_age_ms(client).await?,
+        Some(workspace) => sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0),
+    };
+    Ok(Stats { by_status, oldest_pending_age_ms, dead_by_error_code })
+}

@@ -1,0 +1,237 @@
+//! Retention: a sweep that deletes finished outbox bookkeeping once it is older than the retention.
+//!
+//! What it deletes, in bounded batches (each batch one short statement, committed on its own, so no
+//! long transaction or lock is ever held):
+//! 1. `event_outbox` rows in a final status — `dispatched` or `discarded` — whose last change
+//!    (`updated_at`) is older than the retention;
+//! 2. `listener_starts` older than the retention whose event has no live outbox row;
+//! 3. `listener_receipts` older than the retention whose event has no live outbox row.
+//!
+//! Invariants:
+//! - It never touches `pending`, `claimed`, `retry` or `dead` rows (nor the starts and receipts of
+//!   their events, which a retry still needs), and never `events` or `event_resources`: the event log
+//!   is the durable history (its tables reject DELETE anyway). A row that an operator replays while
+//!   the sweep runs is re-checked under its row lock and kept.
+//! - Batches walk the primary keys in order (event ids are ULIDs, so ids older than the retention
+//!   sort below a computed bound) or the receipts' `received_at` index, so each batch reads at most
+//!   [`RetentionConfig::batch`] rows whatever the table size, and the whole sweep is linear.
+//! - It stops after its time budget; the next sweep continues where the data says (nothing is
+//!   remembered between sweeps). The report says whether it finished.
+//!
+//! CAUTION — receipts: a listener receipt is what turns a redelivered message into a no-op. Once it
+//! is deleted, an old message delivered again (an SQS redelivery, a dead-letter redrive, a replay)
+//! runs the listener again. Notifications are still sent once — they keep their UNIQUE idempotency
+//! key `"{event_id}:{listener}"` in `notifications`, which is never swept — and stale-state checks
+//! make most chained work a no-op, but keep the retention well above the longest time a message can
+//! live in a queue or its dead-letter queue (SQS keeps messages up to 14 days; the default retention
+//! here is 7 days = 168 h, above the 4-day SQS default). A swept outbox row also cannot be retried
+//! or replayed any more (operator actions answer 404 for it).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use ulid::Ulid;
+
+use crate::config::{bounded, ConfigError};
+use crate::db::sql;
+use crate::error::DomainError;
+use crate::ids::EventId;
+
+/// How much the sweep keeps and how much work it does per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetentionConfig {
+    /// `CLINIC_RETENTION_HOURS` (default 168 = 7 days, 1–87600): age after which finished rows go.
+    pub retention: Duration,
+    /// `CLINIC_RETENTION_BATCH` (default 1000, 1–10000): rows examined per statement.
+    pub batch: i64,
+    /// `CLINIC_RETENTION_BUDGET_SECS` (default 30, 1–900): the sweep stops after this long.
+    pub budget: Duration,
+}
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        Self { retention: Duration::from_secs(168 * 3600), batch: 1000, budget: Duration::from_secs(30) }
+    }
+}
+
+impl RetentionConfig {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            retention: Duration::from_secs(bounded("CLINIC_RETENTION_HOURS", 168, 1..=87_600)? * 3600),
+            batch: bounded("CLINIC_RETENTION_BATCH", 1000, 1..=10_000)? as i64,
+            budget: Duration::from_secs(bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
+        })
+    }
+}
+
+/// What one sweep deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SweepReport {
+    pub outbox_rows: u64,
+    pub listener_starts: u64,
+    pub listener_receipts: u64,
+    /// Statements run.
+    pub batches: u64,
+    /// False when the time budget ran out before everything old enough was deleted.
+    pub complete: bool,
+}
+
+/// One batch of the outbox walk: the next `$3` rows after `$1` with ids below `$2`, of which the
+/// final, old ones are deleted. Answers the last id examined and the number deleted.
+const SWEEP_OUTBOX: &str = "WITH batch AS ( \
+         SELECT event_id FROM event_outbox \
+         WHERE event_id > $1 AND event_id < $2 ORDER BY event_id LIMIT $3 \
+     ), gone AS ( \
+         DELETE FROM event_outbox o USING batch b \
+         WHERE o.event_id = b.event_id AND o.status IN ('dispatched', 'discarded') AND o.updated_at < $4 \
+         RETURNING 1 \
+     ) \
+     SELECT (SELECT max(event_id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+const SWEEP_STARTS: &str = "WITH batch AS ( \
+         SELECT event_id, listener FROM listener_starts \
+         WHERE (event_id, listener) > ($1, $2) AND event_id < $3 ORDER BY event_id, listener LIMIT $4 \
+     ), gone AS ( \
+         DELETE FROM listener_starts s USING batch b \
+         WHERE s.event_id = b.event_id AND s.listener = b.listener AND s.started_at < $5 \
+           AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = s.event_id \
+                           AND o.status IN ('pending', 'claimed', 'retry', 'dead')) \
+         RETURNING 1 \
+     ), last AS ( \
+         SELECT event_id, listener FROM batch ORDER BY event_id DESC, listener DESC LIMIT 1 \
+     ) \
+     SELECT (SELECT event_id FROM last), (SELECT listener FROM last), \
+            (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// Receipts are walked by `received_at` (indexed); rows sharing the exact microsecond of a batch's
+/// last row beyond the batch are left for the next sweep.
+const SWEEP_RECEIPTS: &str = "WITH batch AS ( \
+         SELECT listener, event_id, received_at FROM listener_receipts \
+         WHERE received_at < $1 AND received_at > $2 ORDER BY received_at LIMIT $3 \
+     ), gone AS ( \
+         DELETE FROM listener_receipts r USING batch b \
+         WHERE r.listener = b.listener AND r.event_id = b.event_id \
+           AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = r.event_id \
+                           AND o.status IN ('pending', 'claimed', 'retry', 'dead')) \
+         RETURNING 1 \
+     ) \
+     SELECT (SELECT max(received_at) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// The smallest event id minted at or after `at`: every id below it was minted before `at`.
+fn first_id_at(at: DateTime<Utc>) -> EventId {
+    let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+    EventId::from_ulid(Ulid::from_parts(millis, 0))
+}
+
+/// Deletes finished outbox rows, listener starts and receipts older than `config.retention` (as of
+/// `now`), batch by batch, until done or `config.budget` is spent.
+pub async fn sweep(pool: &Pool, config: &RetentionConfig, now: DateTime<Utc>) -> Result<SweepReport, DomainError> {
+    let started = tokio::time::Instant::now();
+    let out_of_time = || started.elapsed() >= config.budget;
+    let retention = chrono::Duration::from_std(config.retention).unwrap_or(chrono::Duration::MAX);
+    let cutoff = now.checked_sub_signed(retention).unwrap_or_else(epoch).max(epoch());
+    let id_bound = first_id_at(cutoff);
+    let mut report = SweepReport::default();
+    let client = pool.get().await?;
+
+    // 1. Final outbox rows.
+    let mut after = EventId::from_ulid(Ulid::nil());
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let row = sql::query_one(&client, SWEEP_OUTBOX, &[&after, &id_bound, &config.batch, &cutoff]).await?;
+        report.batches += 1;
+        report.outbox_rows += row.get::<_, i64>(2) as u64;
+        let examined: i64 = row.get(1);
+        match row.get::<_, Option<EventId>>(0) {
+            Some(last) if examined == config.batch => after = last,
+            _ => break,
+        }
+    }
+
+    // 2. Listener starts.
+    let (mut after_id, mut after_listener) = (EventId::from_ulid(Ulid::nil()), String::new());
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let row = sql::query_one(
+            &client,
+            SWEEP_STARTS,
+            &[&after_id, &after_listener, &id_bound, &config.batch, &cutoff],
+        )
+        .await?;
+        report.batches += 1;
+        report.listener_starts += row.get::<_, i64>(3) as u64;
+        let examined: i64 = row.get(2);
+        match (row.get::<_, Option<EventId>>(0), row.get::<_, Option<String>>(1)) {
+            (Some(id), Some(listener)) if examined == config.batch => {
+                after_id = id;
+                after_listener = listener;
+            }
+            _ => break,
+        }
+    }
+
+    // 3. Listener receipts (walked by their `received_at` index).
+    let mut after_at = epoch();
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let row = sql::query_one(&client, SWEEP_RECEIPTS, &[&cutoff, &after_at, &config.batch]).await?;
+        report.batches += 1;
+        report.listener_receipts += row.get::<_, i64>(2) as u64;
+        let examined: i64 = row.get(1);
+        match row.get::<_, Option<DateTime<Utc>>>(0) {
+            Some(last) if examined == config.batch => after_at = last,
+            _ => break,
+        }
+    }
+    Ok(finish(report, true))
+}
+
+/// 1970-01-01: earlier than anything stored, and a value PostgreSQL accepts.
+fn epoch() -> DateTime<Utc> {
+    DateTime::<Utc>::UNIX_EPOCH
+}
+
+fn finish(report: SweepReport, complete: bool) -> SweepReport {
+    let report = SweepReport { complete, ..report };
+    tracing::info!(
+        outbox_rows = report.outbox_rows,
+        listener_starts = report.listener_starts,
+        listener_receipts = report.listener_receipts,
+        batches = report.batches,
+        complete = report.complete,
+        "retention sweep done"
+    );
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_bound_sorts_between_older_and_newer_ids() {
+        let at = Utc::now();
+        let bound = first_id_at(at);
+        let older = EventId::from_ulid(Ulid::from_parts(at.timestamp_millis() as u64 - 1, u128::MAX));
+        let newer = EventId::from_ulid(Ulid::from_parts(at.timestamp_millis() as u64, 1));
+        assert!(older < bound && bound < newer);
+        // The database compares the uuid bytes, which keep the ULID order.
+        assert!(older.uuid() < bound.uuid() && bound.uuid() < newer.uuid());
+    }
+
+    #[test]
+    fn defaults_keep_a_week() {
+        let config = RetentionConfig::default();
+        assert_eq!(config.retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.batch, 1000);
+    }
+}
