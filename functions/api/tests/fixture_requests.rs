@@ -46,9 +46,7 @@ async fn seed_caller(db: &TestDb, fixture: &str) -> (WorkspaceId, MemberId) {
     let workspace: WorkspaceId = claim(fixture, "workspace_id").parse().expect("workspace id");
     let member: MemberId = claim(fixture, "sub").parse().expect("member id");
     let conn = db.client().await;
-    workspaces::insert_workspace(&conn, workspace, "Fixture Clinic")
-        .await
-        .expect("workspace");
+    workspaces::insert_workspace(&conn, workspace, "Fixture Clinic").await.expect("workspace");
     workspaces::insert_member(&conn, member, workspace, &claim(fixture, "role"), "Front desk")
         .await
         .expect("member");
@@ -58,18 +56,10 @@ async fn seed_caller(db: &TestDb, fixture: &str) -> (WorkspaceId, MemberId) {
 /// Runs one fixture through the Lambda app; answers status, headers and the JSON body.
 async fn invoke(state: AppState, fixture: &str) -> (StatusCode, axum::http::HeaderMap, Value) {
     let request = lambda_http::request::from_str(fixture).expect("fixture is an API Gateway event");
-    let response = clinic_api::app(state)
-        .oneshot(request)
-        .await
-        .expect("the router never fails");
+    let response = clinic_api::app(state).oneshot(request).await.expect("the router never fails");
     let status = response.status();
     let headers = response.headers().clone();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let bytes = response.into_body().collect().await.expect("body").to_bytes();
     let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     (status, headers, body)
 }
@@ -96,10 +86,7 @@ async fn jwt_claims_from_the_authorizer_create_a_patient_and_its_event() {
     let patient: PatientId = body["id"].as_str().expect("id").parse().expect("ULID");
     let conn = db.client().await;
     let row = conn
-        .query_one(
-            "SELECT workspace_id, given_name, version FROM patients WHERE id = $1",
-            &[&patient],
-        )
+        .query_one("SELECT workspace_id, given_name, version FROM patients WHERE id = $1", &[&patient])
         .await
         .expect("the patient row exists");
     assert_eq!(row.get::<_, WorkspaceId>(0), workspace);
@@ -135,19 +122,13 @@ async fn a_request_without_authorizer_claims_is_401_and_writes_nothing() {
 
     let (status, headers, body) = invoke(lambda_state(&db), NO_AUTHORIZER).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-    assert_eq!(
-        headers.get("content-type").and_then(|v| v.to_str().ok()),
-        Some("application/problem+json")
-    );
+    assert_eq!(headers.get("content-type").and_then(|v| v.to_str().ok()), Some("application/problem+json"));
     assert!(headers.contains_key("x-correlation-id"));
 
     let conn = db.client().await;
     for table in ["patients", "events", "event_outbox"] {
-        let count: i64 = conn
-            .query_one(&format!("SELECT count(*) FROM {table}"), &[])
-            .await
-            .expect("count")
-            .get(0);
+        let count: i64 =
+            conn.query_one(&format!("SELECT count(*) FROM {table}"), &[]).await.expect("count").get(0);
         assert_eq!(count, 0, "{table} stays empty");
     }
 }
@@ -164,10 +145,8 @@ async fn healthz_needs_no_authorizer_and_reaches_the_database() {
 #[test]
 fn fixtures_carry_the_jwt_claims_the_api_reads() {
     let request = lambda_http::request::from_str(CREATE_PATIENT).expect("fixture parses");
-    let context = request
-        .extensions()
-        .get::<lambda_http::request::RequestContext>()
-        .expect("request context");
+    let context =
+        request.extensions().get::<lambda_http::request::RequestContext>().expect("request context");
     let lambda_http::request::RequestContext::ApiGatewayV2(context) = context else {
         panic!("an HTTP API (payload v2) event");
     };
@@ -183,10 +162,7 @@ fn fixtures_carry_the_jwt_claims_the_api_reads() {
     assert_eq!(request.uri().path(), "/v1/patients");
 
     let unauthenticated = lambda_http::request::from_str(NO_AUTHORIZER).expect("fixture parses");
-    match unauthenticated
-        .extensions()
-        .get::<lambda_http::request::RequestContext>()
-    {
+    match unauthenticated.extensions().get::<lambda_http::request::RequestContext>() {
         Some(lambda_http::request::RequestContext::ApiGatewayV2(context)) => {
             assert!(context.authorizer.is_none())
         }

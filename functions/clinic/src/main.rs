@@ -22,8 +22,17 @@ enum Command {
     Migrate,
     /// Print a bearer token for the local API (and nothing else).
     Token(commands::token::TokenArgs),
+    /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
+    Outbox(commands::outbox::OutboxArgs),
+    /// Scheduled jobs run by hand: `reminders run`.
+    Reminders(commands::reminders::RemindersArgs),
     /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, all (`--smoke` for a quick check).
     Bench(commands::bench::BenchArgs),
+    /// Fault-injection run: writers under dispatcher kills and a PostgreSQL restart, then every check.
+    Chaos(commands::chaos::ChaosArgs),
+    /// The dispatcher as its own process, for `clinic chaos` to kill (internal).
+    #[command(hide = true)]
+    DispatchLoop,
 }
 
 #[tokio::main]
@@ -33,6 +42,10 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => commands::dev::run(args).await,
         Command::Migrate => commands::migrate::run().await,
         Command::Token(args) => commands::token::run(args),
+        Command::Outbox(args) => commands::outbox::run(args).await,
+        Command::Reminders(args) => commands::reminders::run(args).await,
         Command::Bench(args) => commands::bench::run(args).await,
+        Command::Chaos(args) => commands::chaos::run(args).await,
+        Command::DispatchLoop => commands::chaos::dispatch_loop().await,
     }
 }

@@ -62,9 +62,7 @@ pub struct Answer {
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
-    detail
-        .get("mode")
-        .and_then(|mode| serde_json::from_value(mode.clone()).ok())
+    detail.get("mode").and_then(|mode| serde_json::from_value(mode.clone()).ok())
 }
 
 /// The window, clamped to the invocation deadline (epoch milliseconds; 0 when unknown).
@@ -72,26 +70,16 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
     if deadline_ms == 0 {
         return configured;
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
     let left = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
     configured.min(left.saturating_sub(DEADLINE_MARGIN))
 }
 
 /// Handles one scheduled tick.
-pub async fn handle(
-    state: &State,
-    event: LambdaEvent<EventBridgeEvent<Value>>,
-) -> Result<Answer, Error> {
+pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
     let report = match mode {
-        Mode::Drain => {
-            state
-                .dispatcher
-                .drain(window_for(state.window, event.context.deadline))
-                .await
-        }
+        Mode::Drain => state.dispatcher.drain(window_for(state.window, event.context.deadline)).await,
         Mode::Once => state.dispatcher.drain_once().await?,
     };
     let answer = Answer { mode, report };
@@ -114,39 +102,18 @@ mod tests {
 
     #[test]
     fn detail_mode_is_read_when_valid() {
-        assert_eq!(
-            requested_mode(&serde_json::json!({"mode": "once"})),
-            Some(Mode::Once)
-        );
-        assert_eq!(
-            requested_mode(&serde_json::json!({"mode": "drain"})),
-            Some(Mode::Drain)
-        );
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "once"})), Some(Mode::Once));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "drain"})), Some(Mode::Drain));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
-        assert_eq!(
-            requested_mode(&serde_json::json!({"mode": "sideways"})),
-            None
-        );
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }
 
     #[test]
     fn window_is_clamped_to_the_deadline() {
-        assert_eq!(
-            window_for(Duration::from_secs(50), 0),
-            Duration::from_secs(50)
-        );
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
+        assert_eq!(window_for(Duration::from_secs(50), 0), Duration::from_secs(50));
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         let window = window_for(Duration::from_secs(50), now_ms + 20_000);
-        assert!(
-            window <= Duration::from_secs(15) && window > Duration::from_secs(13),
-            "{window:?}"
-        );
-        assert_eq!(
-            window_for(Duration::from_secs(50), now_ms + 1_000),
-            Duration::ZERO
-        );
+        assert!(window <= Duration::from_secs(15) && window > Duration::from_secs(13), "{window:?}");
+        assert_eq!(window_for(Duration::from_secs(50), now_ms + 1_000), Duration::ZERO);
     }
 }

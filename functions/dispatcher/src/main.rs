@@ -17,19 +17,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let database = DatabaseConfig::from_env(2)?;
     let config = DispatchConfig::from_env()?;
     let sqs = SqsConfig::from_env()?;
-    let pool = connect_pool(
-        &database.url,
-        database.pool_size,
-        database.ca_file.as_deref(),
-    )?;
+    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
     let transport = SqsTransport::from_config(build_client(sqs.endpoint.as_deref()).await, &sqs);
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
         .with_listen(database.url.clone(), database.ca_file.clone());
-    let state = Arc::new(State {
-        dispatcher,
-        window: config.window,
-        mode: Mode::from_env()?,
-    });
+    let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()? });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

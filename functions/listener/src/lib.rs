@@ -29,11 +29,7 @@ impl State {
     /// The built-in delivery log; as many concurrent runs as the pool has connections.
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.max(1);
-        Self {
-            pool,
-            notifier: Arc::new(DeliveryLog),
-            concurrency,
-        }
+        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
     }
 }
 
@@ -44,14 +40,8 @@ enum MessageFailure {
     Listener(ListenerError),
 }
 
-async fn run_message(
-    state: &State,
-    message: &SqsMessage,
-) -> Result<ListenerOutcome, MessageFailure> {
-    let body = message
-        .body
-        .as_deref()
-        .ok_or(MessageFailure::Unreadable("empty_message"))?;
+async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutcome, MessageFailure> {
+    let body = message.body.as_deref().ok_or(MessageFailure::Unreadable("empty_message"))?;
     let (listener, envelope) =
         clinic_sqs::parse_message(body).map_err(|e| MessageFailure::Unreadable(e.code()))?;
     listeners::run_with(&state.pool, &*state.notifier, listener, &envelope)
@@ -70,17 +60,11 @@ async fn run_message(
 }
 
 /// Runs every message of the batch; answers the ids of those that failed.
-pub async fn handle(
-    state: &State,
-    event: LambdaEvent<SqsEvent>,
-) -> Result<SqsBatchResponse, Error> {
+pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     let records = &event.payload.records;
     let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> =
         futures::stream::iter(records.iter().map(|message| async move {
-            (
-                message.message_id.as_deref(),
-                run_message(state, message).await,
-            )
+            (message.message_id.as_deref(), run_message(state, message).await)
         }))
         .buffered(state.concurrency.max(1))
         .collect()
@@ -91,11 +75,7 @@ pub async fn handle(
         let message_id = message_id.unwrap_or("");
         match &failure {
             MessageFailure::Unreadable(code) => {
-                tracing::error!(
-                    message_id,
-                    code,
-                    "message cannot be run; it fails alone (redrive to DLQ)"
-                );
+                tracing::error!(message_id, code, "message cannot be run; it fails alone (redrive to DLQ)");
             }
             MessageFailure::Listener(error) if error.is_permanent() => {
                 tracing::error!(message_id, code = error.code(), error = %error, "listener failed permanently");

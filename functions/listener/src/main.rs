@@ -12,11 +12,7 @@ use lambda_runtime::{service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
-    let pool = connect_pool(
-        &database.url,
-        database.pool_size,
-        database.ca_file.as_deref(),
-    )?;
+    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
     let state = Arc::new(State::new(pool));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);

@@ -38,8 +38,7 @@ fn the_fixture_bodies_are_what_the_sqs_transport_sends() {
         assert_eq!(listener, Listener::PatientBookingConfirmation);
         assert_eq!(envelope.event_type, EventType::AppointmentCreated);
         // Re-rendering the envelope gives back the hand-written document.
-        let rendered =
-            clinic_sqs::to_cloud_event(&envelope, listener, "/clinic/clinic-prod");
+        let rendered = clinic_sqs::to_cloud_event(&envelope, listener, "/clinic/clinic-prod");
         let written: Value = serde_json::from_str(body).expect("JSON");
         assert_eq!(serde_json::to_value(&rendered).expect("JSON"), written);
     }
@@ -47,11 +46,7 @@ fn the_fixture_bodies_are_what_the_sqs_transport_sends() {
 
 /// The envelope of the single `appointment.created` event of `appointment`.
 async fn created_event(app: &TestApp, appointment: &Value) -> Envelope {
-    let appointment: AppointmentId = appointment["id"]
-        .as_str()
-        .expect("id")
-        .parse()
-        .expect("ULID");
+    let appointment: AppointmentId = appointment["id"].as_str().expect("id").parse().expect("ULID");
     let conn = app.db.client().await;
     let row = conn
         .query_one(
@@ -63,10 +58,7 @@ async fn created_event(app: &TestApp, appointment: &Value) -> Envelope {
         .await
         .expect("the booking's event");
     let id: EventId = row.get(0);
-    read::find(&conn, id)
-        .await
-        .expect("read")
-        .expect("the event exists")
+    read::find(&conn, id).await.expect("read").expect("the event exists")
 }
 
 /// The fixture with its valid bodies rewritten for `envelopes` (in record order).
@@ -78,11 +70,8 @@ fn batch_for(envelopes: &[Envelope]) -> SqsEvent {
             continue;
         }
         let envelope = envelopes.next().expect("one envelope per valid record");
-        let document = clinic_sqs::to_cloud_event(
-            envelope,
-            Listener::PatientBookingConfirmation,
-            "/clinic/clinic-prod",
-        );
+        let document =
+            clinic_sqs::to_cloud_event(envelope, Listener::PatientBookingConfirmation, "/clinic/clinic-prod");
         record.body = Some(serde_json::to_string(&document).expect("JSON"));
     }
     event
@@ -93,37 +82,23 @@ async fn a_fixture_batch_runs_the_listener_and_fails_only_the_poison_message() {
     clinic_testkit::init_test_logging();
     let app = TestApp::new().await;
     let staff = app.workspace.staff.clone();
-    let patient = app
-        .create_patient(&staff, json!({ "givenName": "Ada", "familyName": "Lovelace" }))
-        .await;
+    let patient = app.create_patient(&staff, json!({ "givenName": "Ada", "familyName": "Lovelace" })).await;
     let practitioner = app.create_practitioner(&staff).await;
-    let first = app
-        .book(&staff, &patient, &practitioner, "2030-01-07T09:00:00Z", "2030-01-07T09:30:00Z")
-        .await;
-    let second = app
-        .book(&staff, &patient, &practitioner, "2030-01-08T09:00:00Z", "2030-01-08T09:30:00Z")
-        .await;
-    let envelopes = [
-        created_event(&app, &first).await,
-        created_event(&app, &second).await,
-    ];
+    let first =
+        app.book(&staff, &patient, &practitioner, "2030-01-07T09:00:00Z", "2030-01-07T09:30:00Z").await;
+    let second =
+        app.book(&staff, &patient, &practitioner, "2030-01-08T09:00:00Z", "2030-01-08T09:30:00Z").await;
+    let envelopes = [created_event(&app, &first).await, created_event(&app, &second).await];
 
     // As in AWS: the listener connects as the restricted clinic_app role.
-    let pool = clinic_core::db::connect_pool(&app.db.url_for_role("clinic_app"), 2, None)
-        .expect("pool");
+    let pool = clinic_core::db::connect_pool(&app.db.url_for_role("clinic_app"), 2, None).expect("pool");
     let state = State::new(pool);
 
-    let answer = handle(
-        &state,
-        LambdaEvent::new(batch_for(&envelopes), Context::default()),
-    )
-    .await
-    .expect("the batch is answered");
-    let failed: Vec<&str> = answer
-        .batch_item_failures
-        .iter()
-        .map(|failure| failure.item_identifier.as_str())
-        .collect();
+    let answer = handle(&state, LambdaEvent::new(batch_for(&envelopes), Context::default()))
+        .await
+        .expect("the batch is answered");
+    let failed: Vec<&str> =
+        answer.batch_item_failures.iter().map(|failure| failure.item_identifier.as_str()).collect();
     assert_eq!(failed, [POISON_MESSAGE_ID], "only the poison message fails");
 
     let confirmations = "SELECT 1 FROM notifications
@@ -140,20 +115,14 @@ async fn a_fixture_batch_runs_the_listener_and_fails_only_the_poison_message() {
     }
 
     // SQS redelivers the same batch (at-least-once): the effects are not repeated.
-    let again = handle(
-        &state,
-        LambdaEvent::new(batch_for(&envelopes), Context::default()),
-    )
-    .await
-    .expect("the batch is answered");
+    let again = handle(&state, LambdaEvent::new(batch_for(&envelopes), Context::default()))
+        .await
+        .expect("the batch is answered");
     assert_eq!(again.batch_item_failures.len(), 1);
     assert_eq!(again.batch_item_failures[0].item_identifier, POISON_MESSAGE_ID);
     assert_eq!(app.count(confirmations).await, 2, "a redelivery is a no-op");
 
     // The answer serializes as Lambda expects it.
     let wire = serde_json::to_value(&again).expect("JSON");
-    assert_eq!(
-        wire,
-        json!({ "batchItemFailures": [{ "itemIdentifier": POISON_MESSAGE_ID }] })
-    );
+    assert_eq!(wire, json!({ "batchItemFailures": [{ "itemIdentifier": POISON_MESSAGE_ID }] }));
 }

@@ -12,6 +12,10 @@
 //!   accumulator asks to be flushed at [`MAX_VALUES`]) and `OldestPendingAgeMs` (unit
 //!   `Milliseconds`).
 //!
+//! The dispatcher holds a [`Recorder`]: after each step it records the step's marks
+//! ([`Recorder::record_marks`]) and duration ([`Recorder::batch`]), and it flushes
+//! ([`Recorder::flush`]) when going idle (at most every [`EMIT_EVERY`]) and when a drain ends.
+//!
 //! Invariants:
 //! - Lines carry event type names, counts and durations only: never ids, reasons or health data.
 //! - `emit` resets the accumulator, so each count is reported exactly once; an accumulator with
@@ -168,7 +172,8 @@ impl DispatchMetrics {
             if counts.is_zero() {
                 continue;
             }
-            let mut document = envelope(timestamp_ms, &["EventType"], &count_metrics.map(|name| (name, "Count")));
+            let mut document =
+                envelope(timestamp_ms, &["EventType"], &count_metrics.map(|name| (name, "Count")));
             document.insert("EventType".into(), json!(event_type.as_str()));
             for (name, value) in count_metrics.iter().zip(counts_of(counts)) {
                 document.insert((*name).into(), json!(value));
@@ -231,7 +236,8 @@ impl DispatchMetrics {
 
 /// An EMF document with its `_aws` metadata and no values yet.
 fn envelope(timestamp_ms: i64, dimensions: &[&str], metrics: &[(&str, &str)]) -> Map<String, Value> {
-    let definitions: Vec<Value> = metrics.iter().map(|(name, unit)| json!({ "Name": name, "Unit": unit })).collect();
+    let definitions: Vec<Value> =
+        metrics.iter().map(|(name, unit)| json!({ "Name": name, "Unit": unit })).collect();
     let mut document = Map::new();
     document.insert(
         "_aws".into(),
@@ -247,12 +253,127 @@ fn envelope(timestamp_ms: i64, dimensions: &[&str], metrics: &[(&str, &str)]) ->
     document
 }
 
+/// How often a long-running dispatcher emits while it keeps working (it also emits when a drain
+/// ends and whenever [`DispatchMetrics::should_flush`]).
+pub const EMIT_EVERY: Duration = Duration::from_secs(60);
+
+/// The dispatcher's side of the metrics: it records each step's marks and duration, and flushes
+/// (with a fresh oldest-pending age) when asked. Cheap when [`MetricsMode::Off`]: nothing is kept.
+#[derive(Debug)]
+pub struct Recorder {
+    mode: MetricsMode,
+    state: std::sync::Mutex<(DispatchMetrics, std::time::Instant)>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new(MetricsMode::Emf)
+    }
+}
+
+impl Recorder {
+    pub fn new(mode: MetricsMode) -> Recorder {
+        Recorder { mode, state: std::sync::Mutex::new((DispatchMetrics::new(), std::time::Instant::now())) }
+    }
+
+    pub fn mode(&self) -> MetricsMode {
+        self.mode
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut DispatchMetrics, &mut std::time::Instant) -> T) -> Option<T> {
+        if self.mode == MetricsMode::Off {
+            return None;
+        }
+        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (metrics, last_emit) = &mut *guard;
+        Some(f(metrics, last_emit))
+    }
+
+    /// Records one step's marks: every claimed row, and the rows actually marked (fenced rows, whose
+    /// mark changed nothing, are not counted as dispatched, retried or dead).
+    pub fn record_marks(
+        &self,
+        claim: &crate::outbox::Claim,
+        dispatched: &[crate::ids::EventId],
+        failed: &[crate::outbox::FailureMark],
+        marked_failed: &[crate::ids::EventId],
+    ) {
+        self.with(|metrics, _| {
+            let type_of = |id: crate::ids::EventId| {
+                claim.rows.iter().find(|row| row.envelope.id == id).map(|row| row.envelope.event_type)
+            };
+            for row in &claim.rows {
+                metrics.claimed(Some(row.envelope.event_type));
+            }
+            for _ in &claim.unreadable {
+                metrics.claimed(None);
+            }
+            for id in dispatched {
+                if let Some(event_type) = type_of(*id) {
+                    metrics.dispatched(event_type);
+                }
+            }
+            for mark in failed.iter().filter(|mark| marked_failed.contains(&mark.event_id)) {
+                match (mark.next, type_of(mark.event_id)) {
+                    (crate::outbox::Failure::Retry(_), Some(event_type)) => metrics.retried(event_type),
+                    (crate::outbox::Failure::Retry(_), None) => {}
+                    (crate::outbox::Failure::Dead, event_type) => metrics.dead(event_type),
+                }
+            }
+        });
+    }
+
+    /// Records the duration of one batch (claim, start, mark).
+    pub fn batch(&self, elapsed: Duration) {
+        self.with(|metrics, _| metrics.batch(elapsed));
+    }
+
+    /// True when something was recorded and `force` is set, [`EMIT_EVERY`] has passed since the last
+    /// emit, or the batch durations reached the EMF limit: what [`Recorder::flush`] checks first
+    /// (cheap; lets a caller skip getting a connection when nothing is due).
+    pub fn is_due(&self, force: bool) -> bool {
+        self.with(|metrics, last_emit| {
+            !metrics.is_empty() && (force || metrics.should_flush() || last_emit.elapsed() >= EMIT_EVERY)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Emits when [`Recorder::is_due`] says so. Reads the oldest-pending age first (a
+    /// failure to read it is logged and the line goes out without it). Returns the lines printed.
+    pub async fn flush(&self, client: &impl GenericClient, force: bool) -> usize {
+        if !self.is_due(force) {
+            return 0;
+        }
+        let age = match oldest_pending_age_ms(client).await {
+            Ok(age) => Some(age),
+            Err(error) => {
+                tracing::warn!(error = %error, "could not read the oldest pending age");
+                None
+            }
+        };
+        self.with(|metrics, last_emit| {
+            if let Some(age) = age {
+                metrics.oldest_pending_age(age);
+            }
+            *last_emit = std::time::Instant::now();
+            metrics.emit()
+        })
+        .unwrap_or(0)
+    }
+
+    /// Takes what was recorded so far, leaving the recorder empty (for tests and custom sinks).
+    pub fn take(&self) -> DispatchMetrics {
+        self.with(|metrics, _| std::mem::take(metrics)).unwrap_or_default()
+    }
+}
+
 /// How long the oldest due outbox row has waited, in milliseconds: `now() − min(available_at)` over
 /// rows a claim would take now (`pending`, `retry` whose backoff ended, `claimed` whose lease
 /// expired); 0 when nothing is due. This is the dispatch lag; it answers from the partial index
 /// `event_outbox_due_idx`, however much history the table holds.
 pub async fn oldest_pending_age_ms(client: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
-    const OLDEST_DUE: &str = "SELECT coalesce((extract(epoch FROM now() - min(available_at)) * 1000)::bigint, 0) \
+    const OLDEST_DUE: &str =
+        "SELECT coalesce((extract(epoch FROM now() - min(available_at)) * 1000)::bigint, 0) \
          FROM event_outbox WHERE status IN ('pending', 'retry', 'claimed') AND available_at <= now()";
     let row = sql::query_one(client, OLDEST_DUE, &[]).await?;
     Ok(row.get::<_, i64>(0).max(0))
@@ -317,6 +438,78 @@ mod tests {
         }
         // Emitting resets.
         assert!(metrics.is_empty());
+    }
+
+    #[test]
+    fn the_recorder_counts_marked_rows_by_event_type_and_skips_fenced_ones() {
+        use crate::events::{Actor, Envelope, ENVELOPE_VERSION};
+        use crate::ids::{CausationId, ClaimToken, CorrelationId, EventId, WorkspaceId};
+        use crate::outbox::{Claim, Claimed, Failure, FailureMark, Unreadable};
+        let row = |event_type: EventType| Claimed {
+            envelope: Envelope {
+                id: EventId::generate(),
+                event_type,
+                version: ENVELOPE_VERSION,
+                workspace_id: WorkspaceId::generate(),
+                actor: Actor::System,
+                occurred_at: Utc::now(),
+                recorded_at: Utc::now(),
+                resource_type: event_type.resource_type(),
+                resource_id: ulid::Ulid::generate(),
+                resource_version: 1,
+                correlation_id: CorrelationId::generate(),
+                causation_id: CausationId(ulid::Ulid::generate()),
+            },
+            attempts: 1,
+            lease_expired: false,
+            only_listeners: None,
+            started: Vec::new(),
+        };
+        let rows = vec![
+            row(EventType::AppointmentCreated),
+            row(EventType::AppointmentCreated),
+            row(EventType::AppointmentCancelled),
+            row(EventType::PatientDeleted),
+        ];
+        let ids: Vec<EventId> = rows.iter().map(|r| r.envelope.id).collect();
+        let unreadable =
+            Unreadable { event_id: EventId::generate(), attempts: 1, problem: "unknown type".into() };
+        let claim = Claim { token: ClaimToken::generate(), rows, unreadable: vec![unreadable.clone()] };
+        let mark = |id, next| FailureMark { event_id: id, next, code: "x".into(), message: "x".into() };
+        let failed = vec![
+            mark(ids[2], Failure::Retry(Duration::from_secs(1))),
+            mark(ids[3], Failure::Dead),
+            mark(unreadable.event_id, Failure::Dead),
+        ];
+        let recorder = Recorder::default();
+        // ids[1] was fenced (not in `dispatched`); every failure mark landed.
+        recorder.record_marks(&claim, &ids[..1], &failed, &[ids[2], ids[3], unreadable.event_id]);
+        recorder.batch(Duration::from_millis(7));
+        let metrics = recorder.take();
+        assert_eq!(
+            metrics.counts(EventType::AppointmentCreated),
+            Counts { claimed: 2, dispatched: 1, retried: 0, dead: 0 }
+        );
+        assert_eq!(
+            metrics.counts(EventType::AppointmentCancelled),
+            Counts { claimed: 1, dispatched: 0, retried: 1, dead: 0 }
+        );
+        assert_eq!(
+            metrics.counts(EventType::PatientDeleted),
+            Counts { claimed: 1, dispatched: 0, retried: 0, dead: 1 }
+        );
+        assert_eq!(metrics.totals(), Counts { claimed: 5, dispatched: 1, retried: 1, dead: 2 });
+    }
+
+    #[test]
+    fn a_recorder_that_is_off_keeps_nothing() {
+        let recorder = Recorder::new(MetricsMode::Off);
+        recorder.batch(Duration::from_millis(5));
+        assert!(recorder.take().is_empty());
+        let recorder = Recorder::default();
+        recorder.batch(Duration::from_millis(5));
+        assert!(!recorder.take().is_empty());
+        assert!(recorder.take().is_empty(), "take empties it");
     }
 
     #[test]

@@ -73,30 +73,21 @@ pub enum NotifyError {
     Db(#[from] tokio_postgres::Error),
     /// A provider refused or was unreachable; `code` is stable, `message` carries no health data.
     #[error("provider error {code}: {message}")]
-    Provider {
-        code: String,
-        message: String,
-        retryable: bool,
-    },
+    Provider { code: String, message: String, retryable: bool },
 }
 
 /// Where listeners send notifications. Implementations must deduplicate on
 /// [`NewNotification::idempotency_key`].
 #[async_trait]
 pub trait Notifier: Send + Sync {
-    async fn notify(
-        &self,
-        tx: &Tx<'_>,
-        notification: &NewNotification,
-    ) -> Result<Notified, NotifyError>;
+    async fn notify(&self, tx: &Tx<'_>, notification: &NewNotification) -> Result<Notified, NotifyError>;
 }
 
 /// The built-in notifier: records each notification in the `notifications` table (status `recorded`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeliveryLog;
 
-const INSERT: &str =
-    "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, \
+const INSERT: &str = "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, \
      recipient_kind, recipient_id, template, channel, status) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'recorded') \
      ON CONFLICT (idempotency_key) DO NOTHING";
@@ -121,11 +112,7 @@ impl Notifier for DeliveryLog {
             ],
         )
         .await?;
-        Ok(if inserted == 1 {
-            Notified::Recorded(id)
-        } else {
-            Notified::AlreadySent
-        })
+        Ok(if inserted == 1 { Notified::Recorded(id) } else { Notified::AlreadySent })
     }
 }
 
@@ -144,8 +131,7 @@ pub struct NotificationItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str =
-    "SELECT id, event_id, listener, recipient_kind, recipient_id, template, channel, \
+const LIST: &str = "SELECT id, event_id, listener, recipient_kind, recipient_id, template, channel, \
      status, created_at FROM notifications \
      WHERE workspace_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
 

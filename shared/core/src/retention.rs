@@ -89,7 +89,8 @@ const SWEEP_OUTBOX: &str = "WITH batch AS ( \
          WHERE o.event_id = b.event_id AND o.status IN ('dispatched', 'discarded') AND o.updated_at < $4 \
          RETURNING 1 \
      ) \
-     SELECT (SELECT max(event_id) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+     SELECT (SELECT event_id FROM batch ORDER BY event_id DESC LIMIT 1), (SELECT count(*) FROM batch), \
+            (SELECT count(*) FROM gone)";
 
 const SWEEP_STARTS: &str = "WITH batch AS ( \
          SELECT event_id, listener FROM listener_starts \
@@ -128,7 +129,11 @@ fn first_id_at(at: DateTime<Utc>) -> EventId {
 
 /// Deletes finished outbox rows, listener starts and receipts older than `config.retention` (as of
 /// `now`), batch by batch, until done or `config.budget` is spent.
-pub async fn sweep(pool: &Pool, config: &RetentionConfig, now: DateTime<Utc>) -> Result<SweepReport, DomainError> {
+pub async fn sweep(
+    pool: &Pool,
+    config: &RetentionConfig,
+    now: DateTime<Utc>,
+) -> Result<SweepReport, DomainError> {
     let started = tokio::time::Instant::now();
     let out_of_time = || started.elapsed() >= config.budget;
     let retention = chrono::Duration::from_std(config.retention).unwrap_or(chrono::Duration::MAX);

@@ -25,7 +25,7 @@ async fn noop_dispatch_throughput() {
                                      resource_id, resource_version, correlation_id, causation_id)
                  SELECT gen_random_uuid(), $1, 'appointment.created', 1, 'system', now(), 'appointment',
                         gen_random_uuid(), 1, gen_random_uuid(), gen_random_uuid()
-                 FROM generate_series(1, $2)
+                 FROM generate_series(1, $2::bigint)
                  RETURNING id, recorded_at)
              INSERT INTO event_outbox (event_id, available_at, created_at, updated_at)
              SELECT id, recorded_at, recorded_at, recorded_at FROM e",

@@ -9,7 +9,7 @@ use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{StartError, Transport};
 use clinic_core::ids::EventId;
 use clinic_core::listeners::Listener;
-use operator_support::{event_of, fast_config, Scene};
+use operator_support::{event_of, fast_config, slow_retry_config, Scene};
 use serde_json::{json, Value};
 
 fn action_path(event: EventId, action: &str) -> String {
@@ -89,8 +89,10 @@ async fn retry_of_a_row_in_backoff_makes_it_due_now() {
     let response = act(&scene, scene.created, "retry", json!({"reason": "provider is back"})).await;
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["statusBefore"], "retry");
-    let due: bool =
-        scene.query_one("SELECT available_at <= now() FROM event_outbox WHERE event_id = $1", scene.created).await.get(0);
+    let due: bool = scene
+        .query_one("SELECT available_at <= now() FROM event_outbox WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
     assert!(due);
     assert_eq!(scene.dispatch_locally().await.totals.dispatched, 1);
     assert_eq!(scene.notifications(scene.created).await, 2);
@@ -160,13 +162,17 @@ async fn a_missing_or_blank_reason_is_rejected_before_the_status_is_considered()
     let admin = scene.app.workspace.admin.clone();
     let no_body = scene.app.call("POST", &action_path(scene.created, "discard"), Some(&admin), None).await;
     assert_eq!(no_body.status, 422, "{}", no_body.text);
-    let bad_listener = act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["send_fax"]})).await;
+    let bad_listener =
+        act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["send_fax"]})).await;
     assert_eq!(bad_listener.status, 422);
     assert_eq!(bad_listener.body["field"], "listeners");
     let not_routed =
         act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["patient_reminder"]})).await;
     assert_eq!(not_routed.status, 422, "{}", not_routed.text);
-    let bad_id = scene.app.call("POST", "/v1/system/outbox/nope/retry", Some(&admin), Some(json!({"reason": "x"}))).await;
+    let bad_id = scene
+        .app
+        .call("POST", "/v1/system/outbox/nope/retry", Some(&admin), Some(json!({"reason": "x"})))
+        .await;
     assert_eq!(bad_id.status, 400);
     let unknown = act(&scene, EventId::generate(), "retry", json!({"reason": "x"})).await;
     assert_eq!(unknown.status, 404);
@@ -211,7 +217,8 @@ async fn another_workspace_sees_nothing_and_touches_nothing() {
     assert_eq!(list.status, 200);
     assert_eq!(list.body["items"], json!([]));
     let path = action_path(scene.created, "retry");
-    let response = scene.app.call("POST", &path, Some(&other.admin), Some(json!({"reason": "mine now"}))).await;
+    let response =
+        scene.app.call("POST", &path, Some(&other.admin), Some(json!({"reason": "mine now"}))).await;
     assert_eq!(response.status, 404, "{}", response.text);
     assert_eq!(scene.status(scene.created).await, "dead");
     assert_eq!(scene.app.count("SELECT 1 FROM operator_actions").await, 0);
@@ -234,7 +241,9 @@ async fn the_listing_filters_pages_and_holds_no_health_data() {
     // patient.created, practitioner.created (dispatched: no listeners) and appointment.created (dead).
     assert_eq!(items.len(), 3);
     assert_eq!(items[0]["eventId"], scene.created.to_string(), "newest first");
-    for field in ["eventId", "type", "status", "attempts", "availableAt", "lastErrorCode", "lastError", "createdAt"] {
+    for field in
+        ["eventId", "type", "status", "attempts", "availableAt", "lastErrorCode", "lastError", "createdAt"]
+    {
         assert!(items[0].get(field).is_some(), "{field} missing");
     }
     assert_eq!(items[0]["type"], "appointment.created");
@@ -252,6 +261,9 @@ async fn the_listing_filters_pages_and_holds_no_health_data() {
     assert_eq!(dispatched[0]["type"], "patient.created");
     let young = get("?olderThan=1h".into()).await;
     assert_eq!(young.body["items"], json!([]));
+    let ancient = get("?olderThan=999999999d".into()).await;
+    assert_eq!(ancient.status, 200, "{}", ancient.text);
+    assert_eq!(ancient.body["items"], json!([]));
     let old_enough = get("?olderThan=0s".into()).await;
     assert_eq!(old_enough.body["items"].as_array().unwrap().len(), 3);
 
@@ -264,11 +276,17 @@ async fn the_listing_filters_pages_and_holds_no_health_data() {
     let second_items = second.body["items"].as_array().unwrap();
     assert_eq!(second_items.len(), 1);
     assert_eq!(second.body["nextCursor"], Value::Null);
-    assert!(first.body["items"].as_array().unwrap().iter().all(|item| item["eventId"] != second_items[0]["eventId"]));
+    assert!(first.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|item| item["eventId"] != second_items[0]["eventId"]));
     let foreign = get(format!("?limit=2&status=dead&cursor={cursor}")).await;
     assert_eq!(foreign.status, 400);
 
-    for bad in ["?status=lost", "?eventType=appointment.exploded", "?olderThan=soon", "?limit=0", "?cursor=abc"] {
+    for bad in
+        ["?status=lost", "?eventType=appointment.exploded", "?olderThan=soon", "?limit=0", "?cursor=abc"]
+    {
         let response = get(bad.into()).await;
         assert_eq!(response.status, 400, "{bad}: {}", response.text);
     }
@@ -290,8 +308,10 @@ async fn replay_keeps_the_event_id_and_sends_no_duplicate_notification() {
         response.body["listeners"],
         json!(["patient_booking_confirmation", "practitioner_schedule_change"])
     );
-    let only: Option<Vec<String>> =
-        scene.query_one("SELECT only_listeners FROM event_outbox WHERE event_id = $1", scene.created).await.get(0);
+    let only: Option<Vec<String>> = scene
+        .query_one("SELECT only_listeners FROM event_outbox WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
     assert_eq!(only, None, "all listeners");
 
     // Both listeners run again under the same event id; their receipts make it a no-op.
@@ -338,11 +358,17 @@ async fn replay_of_named_listeners_reruns_only_what_was_not_done() {
     .await;
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["listeners"], json!(["practitioner_schedule_change"]));
-    let audit: Option<Vec<String>> =
-        scene.query_one("SELECT listeners FROM operator_actions WHERE event_id = $1", scene.created).await.get(0);
+    let audit: Option<Vec<String>> = scene
+        .query_one("SELECT listeners FROM operator_actions WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
     assert_eq!(audit, Some(vec!["practitioner_schedule_change".to_owned()]));
 
-    let counting = Arc::new(FailingTransport::only(Vec::new(), StartError::permanent("unused", "unused"), scene.local()));
+    let counting = Arc::new(FailingTransport::only(
+        Vec::new(),
+        StartError::permanent("unused", "unused"),
+        scene.local(),
+    ));
     scene.dispatcher(counting.clone() as Arc<dyn Transport>, fast_config()).drain_once().await.unwrap();
     assert_eq!(counting.requested(), 1, "only the named listener starts");
     assert_eq!(scene.status(scene.created).await, "dispatched");
@@ -371,20 +397,60 @@ async fn replay_starts_listeners_again_even_when_earlier_starts_were_recorded() 
         StartError::retryable("provider_down", "timeout"),
         scene.local(),
     );
-    scene.dispatcher(Arc::new(flaky), fast_config()).drain_once().await.unwrap();
+    scene.dispatcher(Arc::new(flaky), slow_retry_config()).drain_once().await.unwrap();
     assert_eq!(scene.status(scene.created).await, "retry");
-    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    scene.execute("UPDATE event_outbox SET available_at = now() WHERE event_id = $1", scene.created).await;
     scene.dispatch_locally().await;
     assert_eq!(scene.status(scene.created).await, "dispatched");
-    let starts: i64 =
-        scene.query_one("SELECT count(*) FROM listener_starts WHERE event_id = $1", scene.created).await.get(0);
+    let starts: i64 = scene
+        .query_one("SELECT count(*) FROM listener_starts WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
     assert_eq!(starts, 1);
 
     let response = act(&scene, scene.created, "replay", json!({"reason": "provider lost messages"})).await;
     assert_eq!(response.status, 200, "{}", response.text);
-    let counting = Arc::new(FailingTransport::only(Vec::new(), StartError::permanent("unused", "unused"), scene.local()));
+    let counting = Arc::new(FailingTransport::only(
+        Vec::new(),
+        StartError::permanent("unused", "unused"),
+        scene.local(),
+    ));
     scene.dispatcher(counting.clone() as Arc<dyn Transport>, fast_config()).drain_once().await.unwrap();
     assert_eq!(counting.requested(), 2, "both listeners start again");
     assert_eq!(scene.notifications(scene.created).await, 2);
     assert_eq!(event_of(&scene.app, "appointment.created").await, scene.created);
+}
+
+#[tokio::test]
+async fn concurrent_actions_on_one_row_serialise_on_its_lock() {
+    let scene = Scene::new().await;
+    scene.bury().await;
+    let retry = act(&scene, scene.created, "retry", json!({"reason": "first"}));
+    let discard = act(&scene, scene.created, "discard", json!({"reason": "second"}));
+    let again = act(&scene, scene.created, "retry", json!({"reason": "third"}));
+    let (a, b, c) = tokio::join!(retry, discard, again);
+    let mut statuses = [a.status.as_u16(), b.status.as_u16(), c.status.as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409, 409], "{} | {} | {}", a.text, b.text, c.text);
+    assert_eq!(scene.audit_count(scene.created).await, 1);
+    let after = scene.status(scene.created).await;
+    let recorded: String = scene
+        .query_one("SELECT status_after FROM operator_actions WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
+    assert_eq!(after, recorded, "the one recorded action is the one applied");
+}
+
+#[tokio::test]
+async fn odd_reasons_are_stored_as_written_not_answered_with_500() {
+    let scene = Scene::new().await;
+    scene.bury().await;
+    let reason = "fixed \u{0} by ops \u{1F9EF} \u{7}";
+    let response = act(&scene, scene.created, "discard", json!({ "reason": reason })).await;
+    assert_eq!(response.status, 200, "{}", response.text);
+    let stored: String = scene
+        .query_one("SELECT reason FROM operator_actions WHERE event_id = $1", scene.created)
+        .await
+        .get(0);
+    assert_eq!(stored, "fixed \u{FFFD} by ops \u{1F9EF} \u{7}");
 }

@@ -69,7 +69,8 @@ impl Clinic {
     }
 
     async fn dispatch(&self) {
-        let transport = std::sync::Arc::new(clinic_core::dispatch::LocalTransport::new(self.app.state.pool.clone()));
+        let transport =
+            std::sync::Arc::new(clinic_core::dispatch::LocalTransport::new(self.app.state.pool.clone()));
         clinic_core::dispatch::Dispatcher::new(self.app.state.pool.clone(), transport, fast_config())
             .drain_once()
             .await

@@ -45,9 +45,11 @@ fn uuid_text(ulid: &str) -> String {
 async fn set_status(scene: &Scene, event: EventId, status: &str) {
     let client = scene.app.db.client().await;
     let sql = match status {
-        "claimed" => "UPDATE event_outbox SET status = 'claimed', claim_token = gen_random_uuid(), \
+        "claimed" => {
+            "UPDATE event_outbox SET status = 'claimed', claim_token = gen_random_uuid(), \
                       claimed_until = now() + interval '1 hour', available_at = now() + interval '1 hour' \
-                      WHERE event_id = $1",
+                      WHERE event_id = $1"
+        }
         _ => "UPDATE event_outbox SET status = $2 WHERE event_id = $1",
     };
     if status == "claimed" {
@@ -134,7 +136,8 @@ async fn the_sweep_deletes_only_finished_old_bookkeeping() {
         assert_eq!(kept, 2, "bookkeeping of the {status} row kept");
     }
     for gone in [scene.created, discarded] {
-        let left: i64 = scene.query_one("SELECT count(*) FROM event_outbox WHERE event_id = $1", gone).await.get(0);
+        let left: i64 =
+            scene.query_one("SELECT count(*) FROM event_outbox WHERE event_id = $1", gone).await.get(0);
         assert_eq!(left, 0);
     }
 

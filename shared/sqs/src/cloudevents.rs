@@ -36,11 +36,7 @@ pub struct CloudEvent {
 
 /// The CloudEvents `type` of an envelope, e.g. `clinic.appointment.created.v1`.
 pub fn cloud_event_type(envelope: &Envelope) -> String {
-    format!(
-        "clinic.{}.v{}",
-        envelope.event_type.as_str(),
-        envelope.version
-    )
+    format!("clinic.{}.v{}", envelope.event_type.as_str(), envelope.version)
 }
 
 /// Wraps `envelope` for `listener`; `source_prefix` is e.g. `/clinic`.
@@ -48,11 +44,7 @@ pub fn to_cloud_event(envelope: &Envelope, listener: Listener, source_prefix: &s
     CloudEvent {
         specversion: SPEC_VERSION.into(),
         id: envelope.id.to_string(),
-        source: format!(
-            "{}/workspaces/{}",
-            source_prefix.trim_end_matches('/'),
-            envelope.workspace_id
-        ),
+        source: format!("{}/workspaces/{}", source_prefix.trim_end_matches('/'), envelope.workspace_id),
         event_type: cloud_event_type(envelope),
         subject: envelope.resource_id.to_string(),
         time: envelope.occurred_at,
@@ -94,18 +86,13 @@ impl MessageError {
 pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
     let event: CloudEvent = serde_json::from_str(body).map_err(|e| {
         // serde_json's message names the field and position, never the value of a string.
-        MessageError::Malformed(format!(
-            "line {} column {}: {}",
-            e.line(),
-            e.column(),
-            e.classify_name()
-        ))
+        MessageError::Malformed(format!("line {} column {}: {}", e.line(), e.column(), e.classify_name()))
     })?;
     if event.specversion != SPEC_VERSION {
         return Err(MessageError::SpecVersion(event.specversion));
     }
-    let listener = Listener::parse(&event.listener)
-        .ok_or(MessageError::UnknownListener(event.listener.clone()))?;
+    let listener =
+        Listener::parse(&event.listener).ok_or(MessageError::UnknownListener(event.listener.clone()))?;
     let envelope = event.data;
     if event.id != envelope.id.to_string() {
         return Err(MessageError::Inconsistent("id"));
@@ -164,19 +151,13 @@ mod tests {
     #[test]
     fn round_trips_and_carries_the_required_attributes() {
         let env = envelope();
-        let body = serde_json::to_string(&to_cloud_event(
-            &env,
-            Listener::PatientBookingConfirmation,
-            "/clinic/",
-        ))
-        .unwrap();
+        let body =
+            serde_json::to_string(&to_cloud_event(&env, Listener::PatientBookingConfirmation, "/clinic/"))
+                .unwrap();
         let json: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(json["specversion"], "1.0");
         assert_eq!(json["type"], "clinic.appointment.created.v1");
-        assert_eq!(
-            json["source"],
-            format!("/clinic/workspaces/{}", env.workspace_id)
-        );
+        assert_eq!(json["source"], format!("/clinic/workspaces/{}", env.workspace_id));
         assert_eq!(json["datacontenttype"], "application/json");
         assert_eq!(json["tenantid"], env.workspace_id.to_string());
         let (listener, back) = parse_message(&body).unwrap();
@@ -186,10 +167,7 @@ mod tests {
 
     #[test]
     fn rejects_malformed_unknown_and_inconsistent_bodies() {
-        assert_eq!(
-            parse_message("not json").unwrap_err().code(),
-            "malformed_message"
-        );
+        assert_eq!(parse_message("not json").unwrap_err().code(), "malformed_message");
         assert_eq!(parse_message("{}").unwrap_err().code(), "malformed_message");
         let env = envelope();
         let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
@@ -199,16 +177,10 @@ mod tests {
         let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
         event.id = EventId::generate().to_string();
         let body = serde_json::to_string(&event).unwrap();
-        assert_eq!(
-            parse_message(&body).unwrap_err(),
-            MessageError::Inconsistent("id")
-        );
+        assert_eq!(parse_message(&body).unwrap_err(), MessageError::Inconsistent("id"));
         let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
         event.specversion = "0.3".into();
         let body = serde_json::to_string(&event).unwrap();
-        assert_eq!(
-            parse_message(&body).unwrap_err().code(),
-            "unsupported_specversion"
-        );
+        assert_eq!(parse_message(&body).unwrap_err().code(), "unsupported_specversion");
     }
 }

@@ -11,10 +11,7 @@ pub struct QueueMap(HashMap<Listener, String>);
 
 /// The environment variable naming `listener`'s queue URL: `CLINIC_SQS_QUEUE_URL_<LISTENER>`.
 pub fn queue_url_var(listener: Listener) -> String {
-    format!(
-        "CLINIC_SQS_QUEUE_URL_{}",
-        listener.as_str().to_ascii_uppercase()
-    )
+    format!("CLINIC_SQS_QUEUE_URL_{}", listener.as_str().to_ascii_uppercase())
 }
 
 impl QueueMap {
@@ -41,10 +38,7 @@ impl QueueMap {
     /// Builds the map from explicit pairs; every listener must be present.
     pub fn new(queues: HashMap<Listener, String>) -> Result<Self, ConfigError> {
         Self::from_lookup(|name| {
-            Listener::ALL
-                .iter()
-                .find(|l| queue_url_var(**l) == name)
-                .and_then(|l| queues.get(l).cloned())
+            Listener::ALL.iter().find(|l| queue_url_var(**l) == name).and_then(|l| queues.get(l).cloned())
         })
     }
 

@@ -27,17 +27,10 @@ impl Emulator {
     pub fn start() -> Option<Emulator> {
         if let Ok(endpoint) = std::env::var("CLINIC_TEST_SQS_ENDPOINT") {
             if !endpoint.trim().is_empty() {
-                return Some(Emulator {
-                    endpoint,
-                    child: None,
-                });
+                return Some(Emulator { endpoint, child: None });
             }
         }
-        let port = TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -53,10 +46,7 @@ impl Emulator {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return Some(Emulator {
-                    endpoint: format!("http://127.0.0.1:{port}"),
-                    child: Some(child),
-                });
+                return Some(Emulator { endpoint: format!("http://127.0.0.1:{port}"), child: Some(child) });
             }
             if let Ok(Some(status)) = child.try_wait() {
                 eprintln!("!!! SKIPPING SQS TEST: moto_server exited early ({status})");

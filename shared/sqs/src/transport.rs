@@ -23,16 +23,8 @@ pub struct SqsTransport {
 }
 
 impl SqsTransport {
-    pub fn new(
-        client: aws_sdk_sqs::Client,
-        queues: QueueMap,
-        source_prefix: impl Into<String>,
-    ) -> Self {
-        Self {
-            client,
-            queues,
-            source_prefix: source_prefix.into(),
-        }
+    pub fn new(client: aws_sdk_sqs::Client, queues: QueueMap, source_prefix: impl Into<String>) -> Self {
+        Self { client, queues, source_prefix: source_prefix.into() }
     }
 
     pub fn from_config(client: aws_sdk_sqs::Client, config: &SqsConfig) -> Self {
@@ -60,15 +52,9 @@ impl SqsTransport {
         if fifo {
             entry = entry
                 .message_group_id(start.envelope.resource_id.to_string())
-                .message_deduplication_id(format!(
-                    "{}:{}",
-                    start.envelope.id,
-                    start.listener.as_str()
-                ));
+                .message_deduplication_id(format!("{}:{}", start.envelope.id, start.listener.as_str()));
         }
-        entry
-            .build()
-            .map_err(|e| StartError::permanent("encode_failed", e.to_string()))
+        entry.build().map_err(|e| StartError::permanent("encode_failed", e.to_string()))
     }
 
     /// Sends one chunk (≤ 10 starts, one queue); one result per start, in order.
@@ -83,44 +69,27 @@ impl SqsTransport {
             }
         }
         if !entries.is_empty() {
-            let sent = self
-                .client
-                .send_message_batch()
-                .queue_url(url)
-                .set_entries(Some(entries))
-                .send()
-                .await;
+            let sent =
+                self.client.send_message_batch().queue_url(url).set_entries(Some(entries)).send().await;
             match sent {
                 Ok(output) => {
                     for ok in output.successful() {
-                        if let Some(slot) = ok
-                            .id()
-                            .parse::<usize>()
-                            .ok()
-                            .and_then(|i| results.get_mut(i))
-                        {
+                        if let Some(slot) = ok.id().parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
                             *slot = Some(Ok(Some(ok.message_id().to_owned())));
                         }
                     }
                     for failed in output.failed() {
-                        if let Some(slot) = failed
-                            .id()
-                            .parse::<usize>()
-                            .ok()
-                            .and_then(|i| results.get_mut(i))
+                        if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| results.get_mut(i))
                         {
                             let message = failed.message().unwrap_or("entry rejected").to_owned();
-                            *slot = Some(Err(StartError::retryable(
-                                format!("sqs_{}", failed.code()),
-                                message,
-                            )));
+                            *slot =
+                                Some(Err(StartError::retryable(format!("sqs_{}", failed.code()), message)));
                         }
                     }
                 }
                 Err(error) => {
-                    let code = error
-                        .code()
-                        .map_or_else(|| "sqs_unreachable".to_owned(), |c| format!("sqs_{c}"));
+                    let code =
+                        error.code().map_or_else(|| "sqs_unreachable".to_owned(), |c| format!("sqs_{c}"));
                     let message = DisplayErrorContext(&error).to_string();
                     for slot in results.iter_mut().filter(|slot| slot.is_none()) {
                         *slot = Some(Err(StartError::retryable(code.clone(), message.clone())));
@@ -132,10 +101,7 @@ impl SqsTransport {
             .into_iter()
             .map(|slot| {
                 slot.unwrap_or_else(|| {
-                    Err(StartError::retryable(
-                        "sqs_no_answer",
-                        "entry missing from the SQS answer",
-                    ))
+                    Err(StartError::retryable("sqs_no_answer", "entry missing from the SQS answer"))
                 })
             })
             .collect()
@@ -152,19 +118,14 @@ impl Transport for SqsTransport {
         let mut results: Vec<Option<StartResult>> = vec![None; starts.len()];
         let mut by_listener: BTreeMap<Listener, Vec<(usize, Start<'_>)>> = BTreeMap::new();
         for (index, start) in starts.iter().enumerate() {
-            by_listener
-                .entry(start.listener)
-                .or_default()
-                .push((index, *start));
+            by_listener.entry(start.listener).or_default().push((index, *start));
         }
         let mut calls = Vec::new();
         for (listener, group) in &by_listener {
             let Some(url) = self.queues.url(*listener) else {
                 for (index, _) in group {
-                    results[*index] = Some(Err(StartError::retryable(
-                        "sqs_no_queue",
-                        format!("no queue for {listener}"),
-                    )));
+                    results[*index] =
+                        Some(Err(StartError::retryable("sqs_no_queue", format!("no queue for {listener}"))));
                 }
                 continue;
             };
@@ -180,9 +141,7 @@ impl Transport for SqsTransport {
         results
             .into_iter()
             .map(|slot| {
-                slot.unwrap_or_else(|| {
-                    Err(StartError::retryable("sqs_no_answer", "start was not sent"))
-                })
+                slot.unwrap_or_else(|| Err(StartError::retryable("sqs_no_answer", "start was not sent")))
             })
             .collect()
     }

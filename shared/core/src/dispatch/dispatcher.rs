@@ -57,10 +57,7 @@ impl Dispatcher {
 
     /// Wakes on `LISTEN clinic_outbox` over a dedicated connection to `url` while idle.
     pub fn with_listen(mut self, url: impl Into<String>, ca_file: Option<String>) -> Self {
-        self.listen = Some(ListenSource {
-            url: url.into(),
-            ca_file,
-        });
+        self.listen = Some(ListenSource { url: url.into(), ca_file });
         self
     }
 
@@ -85,16 +82,13 @@ impl Dispatcher {
             return Ok(StepOutcome::Idle);
         }
         let results = self.start(&claim).await;
-        self.mark(&claim, results)
-            .await
-            .map(StepOutcome::Dispatched)
+        self.mark(&claim, results).await.map(StepOutcome::Dispatched)
     }
 
     /// Unit 1: one statement claims the batch.
     async fn claim(&self) -> Result<Claim, DispatchError> {
         let client = self.pool.get().await?;
-        let claim =
-            outbox::claim(&client, self.config.batch, self.config.lease, &self.id).await?;
+        let claim = outbox::claim(&client, self.config.batch, self.config.lease, &self.id).await?;
         for row in &claim.rows {
             let (transition, outcome) = if row.lease_expired {
                 (Transition::LeaseExpired, "reclaimed")
@@ -112,21 +106,12 @@ impl Dispatcher {
         let mut owners = Vec::new();
         for (index, row) in claim.rows.iter().enumerate() {
             for listener in row.to_start() {
-                starts.push(Start {
-                    envelope: &row.envelope,
-                    listener,
-                });
+                starts.push(Start { envelope: &row.envelope, listener });
                 owners.push(index);
             }
         }
-        let mut results: Vec<RowResult> = claim
-            .rows
-            .iter()
-            .map(|_| RowResult {
-                failures: Vec::new(),
-                successes: Vec::new(),
-            })
-            .collect();
+        let mut results: Vec<RowResult> =
+            claim.rows.iter().map(|_| RowResult { failures: Vec::new(), successes: Vec::new() }).collect();
         if starts.is_empty() {
             return results;
         }
@@ -134,31 +119,16 @@ impl Dispatcher {
         let mut answers = answers.into_iter();
         for (start, owner) in starts.iter().zip(owners) {
             let answer: StartResult = answers.next().unwrap_or_else(|| {
-                Err(StartError::retryable(
-                    "transport_contract",
-                    "transport lost a result",
-                ))
+                Err(StartError::retryable("transport_contract", "transport lost a result"))
             });
             let attempt = claim.rows[owner].attempts;
             match answer {
                 Ok(message_id) => {
-                    emit(
-                        Transition::Started,
-                        start.envelope,
-                        Some(start.listener),
-                        attempt,
-                        "ok",
-                    );
+                    emit(Transition::Started, start.envelope, Some(start.listener), attempt, "ok");
                     results[owner].successes.push((start.listener, message_id));
                 }
                 Err(error) => {
-                    emit(
-                        Transition::Started,
-                        start.envelope,
-                        Some(start.listener),
-                        attempt,
-                        &error.code,
-                    );
+                    emit(Transition::Started, start.envelope, Some(start.listener), attempt, &error.code);
                     results[owner].failures.push((start.listener, error));
                 }
             }
@@ -168,15 +138,9 @@ impl Dispatcher {
 
     /// Unit 3: fenced marks. A fully successful batch is one statement; failures add one statement
     /// each for the starts to remember and the rows to retry or bury, in one transaction.
-    async fn mark(
-        &self,
-        claim: &Claim,
-        results: Vec<RowResult>,
-    ) -> Result<StepReport, DispatchError> {
-        let mut report = StepReport {
-            claimed: claim.rows.len() + claim.unreadable.len(),
-            ..StepReport::default()
-        };
+    async fn mark(&self, claim: &Claim, results: Vec<RowResult>) -> Result<StepReport, DispatchError> {
+        let mut report =
+            StepReport { claimed: claim.rows.len() + claim.unreadable.len(), ..StepReport::default() };
         let mut done: Vec<EventId> = Vec::new();
         let mut starts: Vec<StartRecord> = Vec::new();
         let mut failed: Vec<FailureMark> = Vec::new();
@@ -188,16 +152,11 @@ impl Dispatcher {
                 done.push(row.envelope.id);
                 continue;
             }
-            starts.extend(
-                result
-                    .successes
-                    .into_iter()
-                    .map(|(listener, message_id)| StartRecord {
-                        event_id: row.envelope.id,
-                        listener,
-                        message_id,
-                    }),
-            );
+            starts.extend(result.successes.into_iter().map(|(listener, message_id)| StartRecord {
+                event_id: row.envelope.id,
+                listener,
+                message_id,
+            }));
             let permanent = result.failures.iter().any(|(_, e)| e.permanent);
             let next = if permanent || row.attempts >= self.config.max_attempts {
                 Failure::Dead
@@ -228,10 +187,7 @@ impl Dispatcher {
 
         let mut client = self.pool.get().await?;
         let (dispatched, marked_failed) = if failed.is_empty() {
-            (
-                outbox::mark_dispatched(&client, claim.token, &done).await?,
-                Vec::new(),
-            )
+            (outbox::mark_dispatched(&client, claim.token, &done).await?, Vec::new())
         } else {
             let tx = client.transaction().await?;
             outbox::record_starts(&tx, &starts).await?;
@@ -242,14 +198,7 @@ impl Dispatcher {
         };
         drop(client);
 
-        self.report_marks(
-            claim,
-            &done,
-            &dispatched,
-            &failed,
-            &marked_failed,
-            &mut report,
-        );
+        self.report_marks(claim, &done, &dispatched, &failed, &marked_failed, &mut report);
         Ok(report)
     }
 
@@ -270,22 +219,10 @@ impl Dispatcher {
             if done.contains(&id) {
                 if all_done || dispatched.contains(&id) {
                     report.dispatched += 1;
-                    emit(
-                        Transition::Dispatched,
-                        &row.envelope,
-                        None,
-                        row.attempts,
-                        "ok",
-                    );
+                    emit(Transition::Dispatched, &row.envelope, None, row.attempts, "ok");
                 } else {
                     report.fenced += 1;
-                    emit(
-                        Transition::Fenced,
-                        &row.envelope,
-                        None,
-                        row.attempts,
-                        "dispatched",
-                    );
+                    emit(Transition::Fenced, &row.envelope, None, row.attempts, "dispatched");
                 }
             }
         }
@@ -295,33 +232,15 @@ impl Dispatcher {
                 (Some(row), true, Failure::Retry(delay)) => {
                     report.retried += 1;
                     let outcome = format!("{} retry_in_ms={}", mark.code, delay.as_millis());
-                    emit(
-                        Transition::Retry,
-                        &row.envelope,
-                        None,
-                        row.attempts,
-                        &outcome,
-                    );
+                    emit(Transition::Retry, &row.envelope, None, row.attempts, &outcome);
                 }
                 (Some(row), true, Failure::Dead) => {
                     report.dead += 1;
-                    emit(
-                        Transition::Dead,
-                        &row.envelope,
-                        None,
-                        row.attempts,
-                        &mark.code,
-                    );
+                    emit(Transition::Dead, &row.envelope, None, row.attempts, &mark.code);
                 }
                 (Some(row), false, _) => {
                     report.fenced += 1;
-                    emit(
-                        Transition::Fenced,
-                        &row.envelope,
-                        None,
-                        row.attempts,
-                        &mark.code,
-                    );
+                    emit(Transition::Fenced, &row.envelope, None, row.attempts, &mark.code);
                 }
                 (None, true, _) => {
                     report.dead += 1;

@@ -34,8 +34,7 @@ pub(crate) struct Listening {
 impl Dispatcher {
     /// Drains for `window` (normally [`super::DispatchConfig::window`]), returning before it ends.
     pub async fn drain(&self, window: Duration) -> DrainReport {
-        self.drain_until(Some(Instant::now() + window), std::future::pending())
-            .await
+        self.drain_until(Some(Instant::now() + window), std::future::pending()).await
     }
 
     /// Drains until `shutdown` completes (for a long-running local process such as `clinic dev`).
@@ -69,9 +68,7 @@ impl Dispatcher {
                 },
                 None => None,
             };
-            let nap = remaining.map_or(self.config.poll_interval, |r| {
-                r.min(self.config.poll_interval)
-            });
+            let nap = remaining.map_or(self.config.poll_interval, |r| r.min(self.config.poll_interval));
             match self.step().await {
                 Ok(StepOutcome::Dispatched(step)) => {
                     report.add(&step);
@@ -143,8 +140,7 @@ impl Dispatcher {
             return true;
         }
         let (sender, notifications) = unbounded_channel();
-        let connected =
-            crate::db::connect_single(&source.url, source.ca_file.as_deref(), Some(sender)).await;
+        let connected = crate::db::connect_single(&source.url, source.ca_file.as_deref(), Some(sender)).await;
         let client = match connected {
             Ok(client) => client,
             Err(error) => {
@@ -153,18 +149,12 @@ impl Dispatcher {
                 return false;
             }
         };
-        if let Err(error) = client
-            .batch_execute(&format!("LISTEN {OUTBOX_CHANNEL}"))
-            .await
-        {
+        if let Err(error) = client.batch_execute(&format!("LISTEN {OUTBOX_CHANNEL}")).await {
             tracing::warn!(dispatcher = %self.id, error = %error, "LISTEN failed");
             *listening = None;
             return false;
         }
-        *listening = Some(Listening {
-            client,
-            notifications,
-        });
+        *listening = Some(Listening { client, notifications });
         true
     }
 

@@ -68,52 +68,16 @@ pub fn emit(
     let listener = listener.map(Listener::as_str);
     match transition {
         Transition::Claimed | Transition::Started => {
-            fact!(
-                Level::DEBUG,
-                transition,
-                envelope.id,
-                event_type,
-                listener,
-                attempt,
-                age_ms,
-                outcome
-            )
+            fact!(Level::DEBUG, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
         Transition::Dispatched => {
-            fact!(
-                Level::INFO,
-                transition,
-                envelope.id,
-                event_type,
-                listener,
-                attempt,
-                age_ms,
-                outcome
-            )
+            fact!(Level::INFO, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
         Transition::LeaseExpired | Transition::Retry | Transition::Fenced => {
-            fact!(
-                Level::WARN,
-                transition,
-                envelope.id,
-                event_type,
-                listener,
-                attempt,
-                age_ms,
-                outcome
-            )
+            fact!(Level::WARN, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
         Transition::Dead => {
-            fact!(
-                Level::ERROR,
-                transition,
-                envelope.id,
-                event_type,
-                listener,
-                attempt,
-                age_ms,
-                outcome
-            )
+            fact!(Level::ERROR, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
     }
 }

@@ -31,22 +31,12 @@ impl std::fmt::Debug for FailingTransport {
 impl FailingTransport {
     /// Every start fails with `error`.
     pub fn always(error: StartError) -> Self {
-        Self {
-            inner: None,
-            failing: None,
-            error,
-            requested: AtomicUsize::new(0),
-        }
+        Self { inner: None, failing: None, error, requested: AtomicUsize::new(0) }
     }
 
     /// Starts of `failing` listeners fail with `error`; the others go to `inner`.
     pub fn only(failing: Vec<Listener>, error: StartError, inner: Arc<dyn Transport>) -> Self {
-        Self {
-            inner: Some(inner),
-            failing: Some(failing),
-            error,
-            requested: AtomicUsize::new(0),
-        }
+        Self { inner: Some(inner), failing: Some(failing), error, requested: AtomicUsize::new(0) }
     }
 
     /// How many starts this transport was asked for so far.
@@ -55,9 +45,7 @@ impl FailingTransport {
     }
 
     fn fails(&self, listener: Listener) -> bool {
-        self.failing
-            .as_ref()
-            .is_none_or(|failing| failing.contains(&listener))
+        self.failing.as_ref().is_none_or(|failing| failing.contains(&listener))
     }
 }
 
@@ -69,11 +57,7 @@ impl Transport for FailingTransport {
 
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         self.requested.fetch_add(starts.len(), Ordering::SeqCst);
-        let passed: Vec<Start<'_>> = starts
-            .iter()
-            .copied()
-            .filter(|s| !self.fails(s.listener))
-            .collect();
+        let passed: Vec<Start<'_>> = starts.iter().copied().filter(|s| !self.fails(s.listener)).collect();
         let mut inner_results = match &self.inner {
             Some(inner) if !passed.is_empty() => inner.start(&passed).await,
             _ => passed.iter().map(|_| Ok(None)).collect(),
@@ -86,10 +70,7 @@ impl Transport for FailingTransport {
                     Err(self.error.clone())
                 } else {
                     inner_results.next().unwrap_or_else(|| {
-                        Err(StartError::retryable(
-                            "transport_contract",
-                            "inner transport lost a result",
-                        ))
+                        Err(StartError::retryable("transport_contract", "inner transport lost a result"))
                     })
                 }
             })

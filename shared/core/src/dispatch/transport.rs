@@ -35,19 +35,11 @@ pub struct StartError {
 
 impl StartError {
     pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            permanent: false,
-        }
+        Self { code: code.into(), message: message.into(), permanent: false }
     }
 
     pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            code: code.into(),
-            message: message.into(),
-            permanent: true,
-        }
+        Self { code: code.into(), message: message.into(), permanent: true }
     }
 }
 
@@ -85,9 +77,7 @@ pub struct LocalTransport {
 
 impl std::fmt::Debug for LocalTransport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalTransport")
-            .field("concurrency", &self.concurrency)
-            .finish()
+        f.debug_struct("LocalTransport").field("concurrency", &self.concurrency).finish()
     }
 }
 
@@ -96,11 +86,7 @@ impl LocalTransport {
     /// connections (minus one, left for the dispatcher's own marks).
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.saturating_sub(1).max(1);
-        Self {
-            pool,
-            notifier: Arc::new(DeliveryLog),
-            concurrency,
-        }
+        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
     }
 
     /// Uses another [`Notifier`].
@@ -123,21 +109,15 @@ impl Transport for LocalTransport {
     }
 
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
-        let runs: Vec<futures::future::BoxFuture<'_, StartResult>> = starts
-            .iter()
-            .map(|start| self.run_one(*start).boxed())
-            .collect();
-        futures::stream::iter(runs)
-            .buffered(self.concurrency)
-            .collect()
-            .await
+        let runs: Vec<futures::future::BoxFuture<'_, StartResult>> =
+            starts.iter().map(|start| self.run_one(*start).boxed()).collect();
+        futures::stream::iter(runs).buffered(self.concurrency).collect().await
     }
 }
 
 impl LocalTransport {
     async fn run_one(&self, start: Start<'_>) -> StartResult {
-        let result =
-            listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope).await;
+        let result = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope).await;
         match result {
             Ok(ListenerOutcome::Stale { reason }) => {
                 tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");

@@ -99,15 +99,9 @@ mod tests {
         }
         assert_eq!(
             listeners(EventType::AppointmentCreated),
-            &[
-                Listener::PatientBookingConfirmation,
-                Listener::PractitionerScheduleChange
-            ]
+            &[Listener::PatientBookingConfirmation, Listener::PractitionerScheduleChange]
         );
-        assert_eq!(
-            listeners(EventType::PatientDeleted),
-            &[Listener::CancelFutureAppointments]
-        );
+        assert_eq!(listeners(EventType::PatientDeleted), &[Listener::CancelFutureAppointments]);
         assert!(listeners(EventType::PatientCreated).is_empty());
         // Every listener is reachable from some event type.
         assert_eq!(routed.len(), Listener::ALL.len());

@@ -60,9 +60,7 @@ impl ListenerError {
 
     pub fn message(&self) -> &str {
         match self {
-            ListenerError::Retryable { message, .. } | ListenerError::Permanent { message, .. } => {
-                message
-            }
+            ListenerError::Retryable { message, .. } | ListenerError::Permanent { message, .. } => message,
         }
     }
 
@@ -76,28 +74,15 @@ impl From<tokio_postgres::Error> for ListenerError {
         // Database errors are a property of the database, not of the message: always retryable.
         // The text of a database error never contains row values here (no data in constraint
         // messages of the tables listeners touch), but keep only the SQLSTATE to be safe.
-        let code = if crate::db::is_transient(&error) {
-            "db_unavailable"
-        } else {
-            "db_error"
-        };
-        let state = error
-            .code()
-            .map(|c| c.code().to_owned())
-            .unwrap_or_else(|| "connection".into());
-        ListenerError::Retryable {
-            code,
-            message: format!("database error (SQLSTATE {state})"),
-        }
+        let code = if crate::db::is_transient(&error) { "db_unavailable" } else { "db_error" };
+        let state = error.code().map(|c| c.code().to_owned()).unwrap_or_else(|| "connection".into());
+        ListenerError::Retryable { code, message: format!("database error (SQLSTATE {state})") }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for ListenerError {
     fn from(_: deadpool_postgres::PoolError) -> Self {
-        ListenerError::Retryable {
-            code: "db_unavailable",
-            message: "no database connection".into(),
-        }
+        ListenerError::Retryable { code: "db_unavailable", message: "no database connection".into() }
     }
 }
 
@@ -121,22 +106,12 @@ impl From<crate::notifications::NotifyError> for ListenerError {
         use crate::notifications::NotifyError;
         match error {
             NotifyError::Db(db) => db.into(),
-            NotifyError::Provider {
-                message,
-                retryable: true,
-                ..
-            } => ListenerError::Retryable {
-                code: "notifier_failed",
-                message,
-            },
-            NotifyError::Provider {
-                message,
-                retryable: false,
-                ..
-            } => ListenerError::Permanent {
-                code: "notifier_rejected",
-                message,
-            },
+            NotifyError::Provider { message, retryable: true, .. } => {
+                ListenerError::Retryable { code: "notifier_failed", message }
+            }
+            NotifyError::Provider { message, retryable: false, .. } => {
+                ListenerError::Permanent { code: "notifier_rejected", message }
+            }
         }
     }
 }

@@ -109,9 +109,7 @@ async fn work(
         }
         Listener::PractitionerScheduleChange => {
             let (freshness, template) = match env.event_type {
-                EventType::AppointmentCancelled => {
-                    (Freshness::Any, "appointment.schedule_change.cancelled")
-                }
+                EventType::AppointmentCancelled => (Freshness::Any, "appointment.schedule_change.cancelled"),
                 _ => (Freshness::StillBooked, "appointment.schedule_change.booked"),
             };
             notify_about_appointment(
@@ -146,20 +144,14 @@ enum Freshness {
     Any,
 }
 
-fn stale_reason(
-    appointment: &Appointment,
-    env: &Envelope,
-    freshness: Freshness,
-) -> Option<&'static str> {
+fn stale_reason(appointment: &Appointment, env: &Envelope, freshness: Freshness) -> Option<&'static str> {
     let booked = appointment.status == AppointmentStatus::Booked;
     match freshness {
         Freshness::Any => None,
         Freshness::StillBooked if !booked => Some("appointment_not_booked"),
         Freshness::StillBooked => None,
         Freshness::Current if !booked => Some("appointment_not_booked"),
-        Freshness::Current if appointment.version > env.resource_version => {
-            Some("appointment_changed")
-        }
+        Freshness::Current if appointment.version > env.resource_version => Some("appointment_changed"),
         Freshness::Current => None,
     }
 }
@@ -187,9 +179,7 @@ async fn notify_about_appointment(
     expect_resource(env, ResourceType::Appointment)?;
     let id = AppointmentId::from_ulid(env.resource_id);
     let Some(appointment) = appointments::repo::find(tx, env.workspace_id, id).await? else {
-        return Ok(ListenerOutcome::Stale {
-            reason: "appointment_missing",
-        });
+        return Ok(ListenerOutcome::Stale { reason: "appointment_missing" });
     };
     if let Some(reason) = stale_reason(&appointment, env, freshness) {
         return Ok(ListenerOutcome::Stale { reason });
@@ -197,20 +187,12 @@ async fn notify_about_appointment(
     let (recipient_kind, recipient_id) = match recipient {
         Recipient::Patient => {
             // A deleted patient is not contacted any more.
-            if crate::patients::repo::find(tx, env.workspace_id, appointment.patient_id)
-                .await?
-                .is_none()
-            {
-                return Ok(ListenerOutcome::Stale {
-                    reason: "patient_deleted",
-                });
+            if crate::patients::repo::find(tx, env.workspace_id, appointment.patient_id).await?.is_none() {
+                return Ok(ListenerOutcome::Stale { reason: "patient_deleted" });
             }
             (RecipientKind::Patient, appointment.patient_id.ulid())
         }
-        Recipient::Practitioner => (
-            RecipientKind::Practitioner,
-            appointment.practitioner_id.ulid(),
-        ),
+        Recipient::Practitioner => (RecipientKind::Practitioner, appointment.practitioner_id.ulid()),
     };
     let notification = NewNotification {
         workspace_id: env.workspace_id,
@@ -227,10 +209,7 @@ async fn notify_about_appointment(
 
 /// `patient.deleted`: cancel the patient's future booked appointments, each a normal mutation with
 /// its own `appointment.cancelled` event (actor `system`, causation = the deletion event).
-async fn cancel_future_appointments(
-    tx: &Tx<'_>,
-    env: &Envelope,
-) -> Result<ListenerOutcome, ListenerError> {
+async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<ListenerOutcome, ListenerError> {
     expect_resource(env, ResourceType::Patient)?;
     let ctx = Ctx {
         workspace_id: env.workspace_id,
@@ -242,7 +221,5 @@ async fn cancel_future_appointments(
     };
     let patient_id = PatientId::from_ulid(env.resource_id);
     let events = appointments::cancel_future_of_patient(tx, &ctx, patient_id, Utc::now()).await?;
-    Ok(ListenerOutcome::Applied {
-        effects: events.len(),
-    })
+    Ok(ListenerOutcome::Applied { effects: events.len() })
 }

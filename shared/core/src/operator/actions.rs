@@ -29,7 +29,11 @@ pub struct ActionRequest {
 
 impl ActionRequest {
     /// Builds a request from its parts, checking the reason first, then the listener names.
-    pub fn new(action: ActionKind, reason: &str, listener_names: Option<&[String]>) -> Result<Self, FieldError> {
+    pub fn new(
+        action: ActionKind,
+        reason: &str,
+        listener_names: Option<&[String]>,
+    ) -> Result<Self, FieldError> {
         let reason = Reason::parse(reason)?;
         let listeners = listener_names.map(|names| parse_listeners(action, names)).transpose()?;
         Ok(ActionRequest { action, reason, listeners })
@@ -160,8 +164,9 @@ pub async fn perform(
     let status_name: String = row.get(0);
     let type_name: String = row.get(1);
     let workspace_id: WorkspaceId = row.get(2);
-    let before = OutboxStatus::parse(&status_name)
-        .ok_or_else(|| DomainError::Conflict(format!("the outbox row has an unknown status {status_name}")))?;
+    let before = OutboxStatus::parse(&status_name).ok_or_else(|| {
+        DomainError::Conflict(format!("the outbox row has an unknown status {status_name}"))
+    })?;
     if !accepts(request.action, before) {
         return Err(DomainError::Conflict(format!(
             "cannot {} an outbox row that is {}; {} needs a {} row",
@@ -272,7 +277,8 @@ mod tests {
 
     #[test]
     fn the_reason_is_checked_before_anything_else() {
-        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": " ", "listeners": 3})).unwrap_err();
+        let error =
+            ActionRequest::from_body(ActionKind::Retry, json!({"reason": " ", "listeners": 3})).unwrap_err();
         assert_eq!(error.field, "reason");
         let error = ActionRequest::from_body(ActionKind::Discard, json!({})).unwrap_err();
         assert_eq!(error.field, "reason");
@@ -297,17 +303,22 @@ mod tests {
             let error = ActionRequest::from_body(ActionKind::Replay, body).unwrap_err();
             assert_eq!(error.field, "listeners");
         }
-        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "listeners": ["patient_reminder"]}))
-            .unwrap_err();
+        let error = ActionRequest::from_body(
+            ActionKind::Retry,
+            json!({"reason": "x", "listeners": ["patient_reminder"]}),
+        )
+        .unwrap_err();
         assert_eq!(error.field, "listeners");
-        let error = ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "force": true})).unwrap_err();
+        let error =
+            ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "force": true})).unwrap_err();
         assert_eq!(error.field, "force");
     }
 
     #[test]
     fn each_action_accepts_its_statuses_only() {
         use OutboxStatus::*;
-        let accepted = |action| OutboxStatus::ALL.iter().copied().filter(|s| accepts(action, *s)).collect::<Vec<_>>();
+        let accepted =
+            |action| OutboxStatus::ALL.iter().copied().filter(|s| accepts(action, *s)).collect::<Vec<_>>();
         assert_eq!(accepted(ActionKind::Retry), vec![Retry, Dead]);
         assert_eq!(accepted(ActionKind::Replay), vec![Dispatched]);
         assert_eq!(accepted(ActionKind::Discard), vec![Dead]);

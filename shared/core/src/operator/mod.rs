@@ -80,7 +80,8 @@ impl std::fmt::Display for ActionKind {
     }
 }
 
-/// Why an operator acted: required, not blank, at most [`MAX_REASON_CHARS`] characters (trimmed).
+/// Why an operator acted: required, not blank, at most [`MAX_REASON_CHARS`] characters (trimmed;
+/// a NUL character, which PostgreSQL text cannot hold, is stored as U+FFFD).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reason(String);
 
@@ -93,7 +94,8 @@ impl Reason {
         if text.chars().count() > MAX_REASON_CHARS {
             return Err(FieldError::new("reason", format!("must be at most {MAX_REASON_CHARS} characters")));
         }
-        Ok(Reason(text.to_owned()))
+        // PostgreSQL text cannot hold NUL; keep the rest of the operator's words as written.
+        Ok(Reason(text.replace('\0', "\u{FFFD}")))
     }
 
     pub fn as_str(&self) -> &str {
@@ -165,6 +167,7 @@ mod tests {
         assert_eq!(Reason::parse("  provider fixed ").unwrap().as_str(), "provider fixed");
         assert!(Reason::parse(&"x".repeat(MAX_REASON_CHARS + 1)).is_err());
         assert_eq!(Reason::parse("").unwrap_err().field, "reason");
+        assert_eq!(Reason::parse("a\0b").unwrap().as_str(), "a\u{FFFD}b");
     }
 
     #[test]

@@ -71,6 +71,9 @@ fn item_from_row(row: &Row) -> OutboxItem {
     }
 }
 
+/// The largest age a filter uses; anything older selects the same rows (none).
+const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
+
 fn list_sql() -> String {
     format!(
         "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
@@ -92,7 +95,8 @@ pub async fn list(
 ) -> Result<Vec<OutboxItem>, tokio_postgres::Error> {
     let status = filter.status.map(OutboxStatus::as_str);
     let event_type = filter.event_type.map(EventType::as_str);
-    let older_than = filter.older_than.map(|age| age.as_secs_f64());
+    // Ages beyond a century select the same rows (none) and keep `now() - age` in range.
+    let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
     let rows = sql::query(
         client,
         &list_sql(),
@@ -160,7 +164,9 @@ pub async fn show(
     };
     let item = item_from_row(&row);
     let routed_listeners = EventType::parse(&item.event_type)
-        .map(|event_type| crate::listeners::listeners(event_type).iter().map(|l| l.as_str().to_owned()).collect())
+        .map(|event_type| {
+            crate::listeners::listeners(event_type).iter().map(|l| l.as_str().to_owned()).collect()
+        })
         .unwrap_or_default();
     let listener_starts = sql::query(client, STARTS, &[&event_id])
         .await?
@@ -171,8 +177,11 @@ pub async fn show(
             transport_message_id: row.get(2),
         })
         .collect();
-    let receipts =
-        sql::query(client, RECEIPTS, &[&event_id]).await?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let receipts = sql::query(client, RECEIPTS, &[&event_id])
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     let actions = sql::query(client, HISTORY, &[&event_id])
         .await?
         .iter()
@@ -210,24 +219,33 @@ const DEAD_BY_CODE: &str = "SELECT coalesce(o.last_error_code, 'none'), count(*)
      WHERE o.status = 'dead' AND ($1::uuid IS NULL OR EXISTS \
          (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)) \
      GROUP BY 1";
-const OLDEST_DUE_IN: &str = "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
+const OLDEST_DUE_IN: &str =
+    "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
      FROM event_outbox o \
      WHERE o.status IN ('pending', 'retry', 'claimed') AND o.available_at <= now() \
        AND EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)";
 
 /// Counts by status, dead rows by error code, and the oldest due row's wait (within `workspace` when
 /// given).
-pub async fn stats(client: &impl GenericClient, workspace: Option<WorkspaceId>) -> Result<Stats, tokio_postgres::Error> {
+pub async fn stats(
+    client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+) -> Result<Stats, tokio_postgres::Error> {
     let mut by_status: BTreeMap<String, i64> =
         OutboxStatus::ALL.iter().map(|status| (status.as_str().to_owned(), 0)).collect();
     for row in sql::query(client, BY_STATUS, &[&workspace]).await? {
         by_status.insert(row.get(0), row.get(1));
     }
-    let dead_by_error_code =
-        sql::query(client, DEAD_BY_CODE, &[&workspace]).await?.iter().map(|row| (row.get(0), row.get(1))).collect();
+    let dead_by_error_code = sql::query(client, DEAD_BY_CODE, &[&workspace])
+        .await?
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
     let oldest_pending_age_ms = match workspace {
         None => crate::metrics::oldest_pending_age_ms(client).await?,
-        Some(workspace) => sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0),
+        Some(workspace) => {
+            sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0)
+        }
     };
     Ok(Stats { by_status, oldest_pending_age_ms, dead_by_error_code })
 }

@@ -62,11 +62,8 @@ mod tests {
 
     #[test]
     fn nominal_delay_doubles_up_to_the_cap() {
-        let backoff = Backoff {
-            base: Duration::from_secs(1),
-            cap: Duration::from_secs(60),
-            jitter: Jitter::Equal,
-        };
+        let backoff =
+            Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(60), jitter: Jitter::Equal };
         let delays: Vec<u64> = (1..=9).map(|a| backoff.nominal(a).as_secs()).collect();
         assert_eq!(delays, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
         assert_eq!(backoff.nominal(1_000), Duration::from_secs(60));
@@ -74,30 +71,21 @@ mod tests {
 
     #[test]
     fn equal_jitter_stays_within_half_and_whole() {
-        let backoff = Backoff {
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(10),
-            jitter: Jitter::Equal,
-        };
+        let backoff =
+            Backoff { base: Duration::from_millis(100), cap: Duration::from_secs(10), jitter: Jitter::Equal };
         for attempt in 1..12 {
             let nominal = backoff.nominal(attempt);
             for _ in 0..50 {
                 let delay = backoff.delay(attempt);
-                assert!(
-                    delay <= nominal && delay >= nominal / 2,
-                    "{delay:?} vs {nominal:?}"
-                );
+                assert!(delay <= nominal && delay >= nominal / 2, "{delay:?} vs {nominal:?}");
             }
         }
     }
 
     #[test]
     fn full_jitter_never_exceeds_the_cap() {
-        let backoff = Backoff {
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(1),
-            jitter: Jitter::Full,
-        };
+        let backoff =
+            Backoff { base: Duration::from_millis(100), cap: Duration::from_secs(1), jitter: Jitter::Full };
         for _ in 0..200 {
             assert!(backoff.delay(20) <= Duration::from_secs(1));
         }

@@ -34,15 +34,10 @@ impl Claimed {
     /// The listeners this attempt must start: routed for the event type, restricted to
     /// `only_listeners` when set, minus those already started.
     pub fn to_start(&self) -> impl Iterator<Item = Listener> + '_ {
-        listeners(self.envelope.event_type)
-            .iter()
-            .copied()
-            .filter(move |listener| {
-                self.only_listeners
-                    .as_ref()
-                    .is_none_or(|only| only.contains(listener))
-                    && !self.started.contains(listener)
-            })
+        listeners(self.envelope.event_type).iter().copied().filter(move |listener| {
+            self.only_listeners.as_ref().is_none_or(|only| only.contains(listener))
+                && !self.started.contains(listener)
+        })
     }
 }
 
@@ -93,11 +88,7 @@ pub async fn claim(
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
     let rows = sql::query(client, claim_sql(), &[&batch, &token, &claimer, &lease_ms]).await?;
-    let mut claim = Claim {
-        token,
-        rows: Vec::with_capacity(rows.len()),
-        unreadable: Vec::new(),
-    };
+    let mut claim = Claim { token, rows: Vec::with_capacity(rows.len()), unreadable: Vec::new() };
     for row in &rows {
         let attempts: i32 = row.get(0);
         let previous: &str = row.get(1);
@@ -117,4 +108,50 @@ pub async fn claim(
         }
     }
     Ok(claim)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Actor, EventType, ResourceType, ENVELOPE_VERSION};
+    use crate::ids::{CausationId, CorrelationId, WorkspaceId};
+
+    fn claimed(only: Option<Vec<Listener>>, started: Vec<Listener>) -> Claimed {
+        Claimed {
+            envelope: Envelope {
+                id: EventId::generate(),
+                event_type: EventType::AppointmentCancelled,
+                version: ENVELOPE_VERSION,
+                workspace_id: WorkspaceId::generate(),
+                actor: Actor::System,
+                occurred_at: chrono::Utc::now(),
+                recorded_at: chrono::Utc::now(),
+                resource_type: ResourceType::Appointment,
+                resource_id: ulid::Ulid::generate(),
+                resource_version: 2,
+                correlation_id: CorrelationId::generate(),
+                causation_id: CausationId(ulid::Ulid::generate()),
+            },
+            attempts: 2,
+            lease_expired: false,
+            only_listeners: only,
+            started,
+        }
+    }
+
+    #[test]
+    fn starts_routed_listeners_minus_started_within_only_listeners() {
+        let all = claimed(None, vec![]);
+        assert_eq!(
+            all.to_start().collect::<Vec<_>>(),
+            [Listener::PatientCancellationNotice, Listener::PractitionerScheduleChange]
+        );
+        let retry = claimed(None, vec![Listener::PatientCancellationNotice]);
+        assert_eq!(retry.to_start().collect::<Vec<_>>(), [Listener::PractitionerScheduleChange]);
+        let replay =
+            claimed(Some(vec![Listener::PatientCancellationNotice, Listener::PatientReminder]), vec![]);
+        assert_eq!(replay.to_start().collect::<Vec<_>>(), [Listener::PatientCancellationNotice]);
+        let nothing = claimed(Some(vec![]), vec![]);
+        assert_eq!(nothing.to_start().count(), 0);
+    }
 }

@@ -9,14 +9,18 @@ use crate::db::sql;
 use crate::ids::{ClaimToken, EventId};
 use crate::listeners::Listener;
 
+/// `relaxed`: the mark's transaction commits without waiting for its WAL flush (synchronous_commit
+/// off, for that transaction only). A mark lost in a server crash leaves the row `claimed` until its
+/// lease ends; it is then claimed and started again, a duplicate that receipts absorb — while waiting
+/// for the flush would cost a disk sync per batch.
 const MARK_DISPATCHED: &str = "UPDATE event_outbox \
      SET status = 'dispatched', dispatched_at = now(), updated_at = now(), \
          claim_token = NULL, claimed_until = NULL \
+     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed \
      WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
      RETURNING event_id";
 
-const RECORD_STARTS: &str =
-    "INSERT INTO listener_starts (event_id, listener, transport_message_id) \
+const RECORD_STARTS: &str = "INSERT INTO listener_starts (event_id, listener, transport_message_id) \
      SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) \
      ON CONFLICT (event_id, listener) DO NOTHING";
 
@@ -116,15 +120,9 @@ pub async fn mark_failed(
         })
         .collect();
     let codes: Vec<&str> = marks.iter().map(|m| m.code.as_str()).collect();
-    let messages: Vec<String> = marks
-        .iter()
-        .map(|m| m.message.chars().take(MAX_ERROR_CHARS).collect())
-        .collect();
-    let rows = sql::query(
-        client,
-        MARK_FAILED,
-        &[&token, &ids, &statuses, &delays, &codes, &messages],
-    )
-    .await?;
+    let messages: Vec<String> =
+        marks.iter().map(|m| m.message.chars().take(MAX_ERROR_CHARS).collect()).collect();
+    let rows =
+        sql::query(client, MARK_FAILED, &[&token, &ids, &statuses, &delays, &codes, &messages]).await?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }

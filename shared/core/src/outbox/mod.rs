@@ -18,12 +18,20 @@
 //!   row at the same time, and every claim mints a fresh [`ClaimToken`] and a lease.
 //! - Every mark is fenced by the claim token: a dispatcher whose lease was taken over updates zero
 //!   rows and changes nothing (it reports the rows as `fenced`).
+//! - Claims and `dispatched` marks commit without waiting for their WAL flush (`synchronous_commit`
+//!   off for that transaction only, set inside the statement): losing one in a server crash only
+//!   re-runs the claim scan — at-least-once holds and receipts absorb the repeat — and a flush wait
+//!   there would add a disk sync to every event's latency. Writers' events and listeners' receipts
+//!   stay fully durable.
 //! - No transaction is held open across a transport call: claim, start and mark are separate.
 //! - `listener_starts` records which listeners of an event have started — written only for events
 //!   whose attempt partly failed (a fully successful event goes straight to `dispatched`, which makes
 //!   the starts redundant). A re-claimed row (`attempts` > 1) loads them so only missing listeners
 //!   start. A crash between start and mark loses nothing: the lease expires, the row is claimed again
 //!   and duplicate starts are absorbed by listener receipts.
+//! - `dispatched` rows are kept (an operator replay needs them; a retention sweep may delete them
+//!   later). The due index covers live statuses only, so the claim scan does not slow down as they
+//!   accumulate; `events` stays the durable log either way.
 //! - `last_error_code` / `last_error` come from transports and listeners and hold ids and codes only,
 //!   never health data.
 
@@ -71,9 +79,6 @@ impl OutboxStatus {
     }
 
     pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL
-            .iter()
-            .copied()
-            .find(|status| status.as_str() == name)
+        Self::ALL.iter().copied().find(|status| status.as_str() == name)
     }
 }

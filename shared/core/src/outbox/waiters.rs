@@ -23,13 +23,8 @@ const REGISTER: &str = "WITH stale AS ( \
 const UNREGISTER: &str = "DELETE FROM outbox_waiters WHERE dispatcher_id = $1";
 
 /// Registers (or refreshes) `dispatcher_id` as idle and listening.
-pub async fn register(
-    client: &impl GenericClient,
-    dispatcher_id: &str,
-) -> Result<(), tokio_postgres::Error> {
-    sql::execute(client, REGISTER, &[&dispatcher_id, &STALE_AFTER_SECS])
-        .await
-        .map(drop)
+pub async fn register(client: &impl GenericClient, dispatcher_id: &str) -> Result<(), tokio_postgres::Error> {
+    sql::execute(client, REGISTER, &[&dispatcher_id, &STALE_AFTER_SECS]).await.map(drop)
 }
 
 /// Removes `dispatcher_id`'s registration: it is busy (or stopping) and needs no wake-ups.
@@ -37,7 +32,5 @@ pub async fn unregister(
     client: &impl GenericClient,
     dispatcher_id: &str,
 ) -> Result<(), tokio_postgres::Error> {
-    sql::execute(client, UNREGISTER, &[&dispatcher_id])
-        .await
-        .map(drop)
+    sql::execute(client, UNREGISTER, &[&dispatcher_id]).await.map(drop)
 }

@@ -17,7 +17,11 @@ pub fn fast_config() -> DispatchConfig {
     DispatchConfig {
         batch: 100,
         lease: Duration::from_secs(30),
-        backoff: Backoff { base: Duration::from_millis(10), cap: Duration::from_millis(50), jitter: Jitter::Equal },
+        backoff: Backoff {
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(50),
+            jitter: Jitter::Equal,
+        },
         max_attempts: 3,
         window: Duration::from_secs(2),
         poll_interval: Duration::from_millis(50),
@@ -27,7 +31,11 @@ pub fn fast_config() -> DispatchConfig {
 /// A config whose retries wait an hour (so a `retry` row stays in `retry`).
 pub fn slow_retry_config() -> DispatchConfig {
     DispatchConfig {
-        backoff: Backoff { base: Duration::from_secs(3600), cap: Duration::from_secs(3600), jitter: Jitter::Equal },
+        backoff: Backoff {
+            base: Duration::from_secs(3600),
+            cap: Duration::from_secs(3600),
+            jitter: Jitter::Equal,
+        },
         ..fast_config()
     }
 }
@@ -80,7 +88,8 @@ impl Scene {
 
     /// Drains once with every start failing permanently: rows with listeners go `dead`.
     pub async fn bury(&self) -> DrainReport {
-        let failing = FailingTransport::always(StartError::permanent("provider_rejected", "provider said no"));
+        let failing =
+            FailingTransport::always(StartError::permanent("provider_rejected", "provider said no"));
         self.dispatcher(Arc::new(failing), fast_config()).drain_once().await.unwrap()
     }
 

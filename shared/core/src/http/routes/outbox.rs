@@ -63,7 +63,8 @@ pub async fn list(
         older_than.map_or(0, |age| age.as_secs()),
     );
     let before = page.after(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
-    let filter = OutboxFilter { workspace: Some(caller.workspace_id), status, event_type, older_than, before };
+    let filter =
+        OutboxFilter { workspace: Some(caller.workspace_id), status, event_type, older_than, before };
     let conn = state.pool.get().await?;
     let items = operator::list(&conn, &filter, page.limit).await?;
     let next_cursor = (items.len() as i64 == page.limit)
