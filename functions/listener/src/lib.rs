@@ -59,16 +59,23 @@ async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutc
         })
 }
 
+/// Runs one message, keeping its id beside the result (a named function, so the future is `Send`
+/// for any borrow and the handler can be spawned by local consumers too).
+async fn run_identified<'a>(
+    state: &'a State,
+    message: &'a SqsMessage,
+) -> (Option<&'a str>, Result<ListenerOutcome, MessageFailure>) {
+    (message.message_id.as_deref(), run_message(state, message).await)
+}
+
 /// Runs every message of the batch; answers the ids of those that failed.
 pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     let records = &event.payload.records;
     let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> =
-        futures::stream::iter(records.iter().map(|message| async move {
-            (message.message_id.as_deref(), run_message(state, message).await)
-        }))
-        .buffered(state.concurrency.max(1))
-        .collect()
-        .await;
+        futures::stream::iter(records.iter().map(|message| run_identified(state, message)).collect::<Vec<_>>())
+            .buffered(state.concurrency.max(1))
+            .collect()
+            .await;
     let mut response = SqsBatchResponse::default();
     for (message_id, result) in results {
         let Err(failure) = result else { continue };

@@ -50,7 +50,7 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(secret.as_bytes(), workspace_id, admin_id.ulid(), Role::Admin, Duration::from_secs(7 * 24 * 3600))?;
 
-    let dispatcher = crate::commands::dispatch::spawn_local(&app_url, pool.clone()).await?;
+    let dispatcher = crate::commands::dispatch::spawn(&app_url, pool.clone()).await?;
 
     let state = AppState { pool, api: ApiConfig::local(&secret)? };
     let address = SocketAddr::new(args.host, args.port);
