@@ -97,6 +97,9 @@ class FakeRuntime:
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
 
+            def handle_error(self, request, client_address):
+                pass  # the measured process is killed mid-poll; its connection resets
+
         self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()

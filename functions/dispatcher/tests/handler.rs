@@ -99,7 +99,7 @@ async fn a_drain_invocation_returns_before_its_window_ends() {
     let answer = handle(&state, scheduled_event(json!({}))).await.unwrap();
     let elapsed = started.elapsed();
     assert!(
-        elapsed >= Duration::from_millis(500) && elapsed <= window + Duration::from_millis(200),
+        elapsed >= Duration::from_millis(500) && elapsed <= window + Duration::from_millis(500),
         "{elapsed:?}"
     );
     assert_eq!(answer.mode, Mode::Drain);

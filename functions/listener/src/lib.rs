@@ -71,11 +71,12 @@ async fn run_identified<'a>(
 /// Runs every message of the batch; answers the ids of those that failed.
 pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
     let records = &event.payload.records;
-    let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> =
-        futures::stream::iter(records.iter().map(|message| run_identified(state, message)).collect::<Vec<_>>())
-            .buffered(state.concurrency.max(1))
-            .collect()
-            .await;
+    let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> = futures::stream::iter(
+        records.iter().map(|message| run_identified(state, message)).collect::<Vec<_>>(),
+    )
+    .buffered(state.concurrency.max(1))
+    .collect()
+    .await;
     let mut response = SqsBatchResponse::default();
     for (message_id, result) in results {
         let Err(failure) = result else { continue };

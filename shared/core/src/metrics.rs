@@ -367,6 +367,21 @@ impl Recorder {
     }
 }
 
+/// [`Recorder::flush`] on a connection from `pool`, taken only when something is due; a pool error
+/// is logged and the counts wait for the next flush.
+pub async fn flush_pooled(recorder: &Recorder, pool: &deadpool_postgres::Pool, force: bool) -> usize {
+    if !recorder.is_due(force) {
+        return 0;
+    }
+    match pool.get().await {
+        Ok(client) => recorder.flush(&client, force).await,
+        Err(error) => {
+            tracing::warn!(error = %error, "no connection to read the oldest pending age; metrics wait");
+            0
+        }
+    }
+}
+
 /// How long the oldest due outbox row has waited, in milliseconds: `now() − min(available_at)` over
 /// rows a claim would take now (`pending`, `retry` whose backoff ended, `claimed` whose lease
 /// expired); 0 when nothing is due. This is the dispatch lag; it answers from the partial index

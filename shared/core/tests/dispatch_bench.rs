@@ -16,7 +16,9 @@ async fn noop_dispatch_throughput() {
     let events: i64 = std::env::var("BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let dispatchers: usize =
         std::env::var("BENCH_DISPATCHERS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
-    let fx = Fixture::new().await;
+    // No test subscriber: lifecycle facts cost what they cost in production with logging filtered
+    // to INFO (`BENCH_LOG=1` installs the testkit's TRACE subscriber instead).
+    let fx = if std::env::var("BENCH_LOG").is_ok() { Fixture::new().await } else { Fixture::quiet().await };
     let client = fx.db.client().await;
     client
         .execute(

@@ -4,8 +4,13 @@
 //!
 //! Everything runs on private infrastructure that the run starts and removes: a PostgreSQL cluster
 //! under a temporary folder on a free port (never the machine's shared server), the API in this
-//! process (the real router on 127.0.0.1, connected as `clinic_app`), and the dispatcher as a child
-//! process (`clinic dispatch-loop`, hidden) with the local transport, so it can be killed for real.
+//! process (the real router on 127.0.0.1, connected as `clinic_app`), the dispatcher as a child
+//! process (`clinic dispatch-loop`, hidden) so it can be killed for real, and with `--transport sqs`
+//! (the default) a `moto_server` child with one queue per listener, reached through a TCP proxy in
+//! this process, and the listener side: three consumers per queue that run each message like the
+//! listener Lambda (delete on success or duplicate, leave it for redelivery on a retryable failure,
+//! dead-letter it on a permanent one). With `--transport local` the dispatcher runs the listeners
+//! itself.
 //!
 //! Faults:
 //! - (a) the dispatcher child is killed with SIGKILL at random moments (every 1–5 s) and restarted
@@ -13,13 +18,14 @@
 //! - (b) PostgreSQL is stopped (fast shutdown: sessions are cut) once, at 40 % of the run, kept down
 //!   for `--pg-down-secs` and started again; the API answers 503 problem documents meanwhile and the
 //!   writers retry with the same `Idempotency-Key`;
-//! - (d) one listener fails permanently for one planted event: the dispatcher child's notifier
-//!   ([`ChaosNotifier`], used by `dispatch-loop` only) refuses the booking confirmation of the first
-//!   appointment the run books, so exactly that outbox row must end `dead`.
-//!
-//! Not covered here: (c) stopping the SQS endpoint. The SQS transport's behaviour when the endpoint is
-//! unreachable (every start fails retryable, the row goes `retry` and is re-sent later) is covered by
-//! the SQS transport tests; in this run the listeners are started in-process.
+//! - (c) `--transport sqs`: the SQS endpoint becomes unreachable at 65 % of the run for
+//!   `--sqs-down-secs` — the proxy refuses connections and cuts open ones, for the dispatcher and the
+//!   consumers alike. The proxy, not moto itself, is stopped: moto keeps queues in memory and would
+//!   lose the messages it had accepted, which real SQS never does, so a moto restart would test the
+//!   emulator rather than the pipeline;
+//! - (d) one listener fails permanently for one planted event: [`ChaosNotifier`] (used only by this
+//!   command) refuses the booking confirmation of the first appointment the run books. Locally that
+//!   outbox row must end `dead`; over SQS the start succeeds and exactly that message is dead-lettered.
 //!
 //! Checks (after the writers stop and the outbox has drained):
 //! 1. every 2xx mutation has exactly one event (type, resource, version), its links (3 for appointment
@@ -27,7 +33,8 @@
 //! 2. every event reached every listener: `listener_receipts` = the listener map, minus the planted one;
 //! 3. no duplicate notifications (one per event and listener at most, one per receipt of a notifier);
 //! 4. no row left `claimed` past its lease, nothing left pending or in retry;
-//! 5. `dead` rows: exactly the planted event;
+//! 5. `dead` rows: exactly the planted event (local); no dead rows and exactly the planted message
+//!    dead-lettered (SQS);
 //! 6. no 5xx except 503 problem documents while PostgreSQL was down (plus a short grace while pooled
 //!    connections are replaced), and every request that saw a 503 succeeded exactly once on retry;
 //! 7. no unexpected 4xx answers.
@@ -93,7 +100,8 @@ pub struct ChaosArgs {
     #[arg(long, default_value = "sqs", value_parser = ["sqs", "local"])]
     transport: String,
     /// Pause of each writer between mutations, in milliseconds (default 0 with `local`, 100 with `sqs`:
-    /// the emulator, not the pipeline, is the bottleneck there).
+    /// moto_server, not the pipeline, is the bottleneck there and slows down as its queues fill; use
+    /// 400 or more for runs longer than a few minutes).
     #[arg(long)]
     pace_ms: Option<u64>,
     /// Seconds the SQS endpoint stays unreachable (`--transport sqs`).
@@ -683,7 +691,8 @@ async fn drive(
     let drain_started = Instant::now();
     let mut last_progress = Instant::now();
     let mut open = i64::MAX;
-    while drain_started.elapsed() < Duration::from_secs(120) {
+    let drain_limit = Duration::from_secs(120).max(duration / 2);
+    while drain_started.elapsed() < drain_limit {
         open = checker
             .query_one(
                 "SELECT count(*) FROM event_outbox WHERE status IN ('pending', 'claimed', 'retry')",

@@ -47,6 +47,11 @@ pub fn fast_config() -> DispatchConfig {
 impl Fixture {
     pub async fn new() -> Fixture {
         clinic_testkit::init_test_logging();
+        Self::quiet().await
+    }
+
+    /// Without installing the test subscriber (benchmarks).
+    pub async fn quiet() -> Fixture {
         let db = clinic_testkit::fresh_db().await;
         let workspace = WorkspaceId::generate();
         let member = MemberId::generate();
