@@ -754,6 +754,9 @@ async fn drive(
     }
 }
 
+/// (event type, resource id, resource version): what a 2xx mutation produced.
+type EventKey = (String, String, i64);
+
 #[derive(Debug, Default)]
 struct Report {
     events: i64,
@@ -801,7 +804,7 @@ async fn check(
             &[],
         )
         .await?;
-    let mut by_key: HashMap<(String, String, i64), Vec<(String, i64, i64)>> = HashMap::new();
+    let mut by_key: HashMap<EventKey, Vec<(String, i64, i64)>> = HashMap::new();
     let mut event_types: HashMap<String, EventType> = HashMap::new();
     for row in &rows {
         let id = ulid::Ulid::from(row.get::<_, uuid::Uuid>(0)).to_string();
@@ -1267,5 +1270,36 @@ async fn consume(
             // A failed delete (endpoint cut) means a redelivery, which the receipt absorbs.
             let _ = client.delete_message_batch().queue_url(&url).set_entries(Some(finished)).send().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outage_window_includes_the_grace_after_restart() {
+        let down = Instant::now();
+        let up = down + Duration::from_secs(3);
+        let outage = Outage { down_at: Some(down), up_at: Some(up) };
+        assert!(outage.covers(down + Duration::from_secs(1)));
+        assert!(outage.covers(up + PG_GRACE - Duration::from_millis(1)));
+        assert!(!outage.covers(up + PG_GRACE + Duration::from_millis(1)));
+        assert!(!Outage::default().covers(down));
+    }
+
+    #[test]
+    fn slots_of_one_writer_never_overlap_and_the_generator_repeats() {
+        let (first_start, first_end) = slot(3, 0);
+        let (second_start, _) = slot(3, 1);
+        assert!(first_end <= second_start, "{first_end} > {second_start}");
+        assert!(first_start < first_end);
+        let (mut a, mut b) = (Rng::new(42), Rng::new(42));
+        assert_eq!(
+            (0..5).map(|_| a.below(100)).collect::<Vec<_>>(),
+            (0..5).map(|_| b.below(100)).collect::<Vec<_>>()
+        );
+        let pause = Rng::new(7).millis(1000, 5000);
+        assert!((1000..=5000).contains(&pause.as_millis()));
     }
 }
