@@ -44,13 +44,35 @@ pub enum DbError {
 pub fn tls_connector(ca_file: Option<&str>) -> Result<MakeTlsConnector, DbError> {
     let mut builder = native_tls::TlsConnector::builder();
     if let Some(path) = ca_file {
-        let pem = std::fs::read(path).map_err(|e| DbError::Tls(format!("reading {path}: {e}")))?;
-        let certificate = native_tls::Certificate::from_pem(&pem)
-            .map_err(|e| DbError::Tls(format!("parsing {path}: {e}")))?;
-        builder.add_root_certificate(certificate);
+        let pem = std::fs::read_to_string(path).map_err(|e| DbError::Tls(format!("reading {path}: {e}")))?;
+        // A bundle (such as the RDS one) holds many certificates; trust every one of them.
+        let certificates = split_pem_certificates(&pem);
+        if certificates.is_empty() {
+            return Err(DbError::Tls(format!("{path} holds no PEM certificate")));
+        }
+        for block in certificates {
+            let certificate = native_tls::Certificate::from_pem(block.as_bytes())
+                .map_err(|e| DbError::Tls(format!("parsing {path}: {e}")))?;
+            builder.add_root_certificate(certificate);
+        }
     }
     let connector = builder.build().map_err(|e| DbError::Tls(e.to_string()))?;
     Ok(MakeTlsConnector::new(connector))
+}
+
+/// The `-----BEGIN CERTIFICATE-----` … `-----END CERTIFICATE-----` blocks of a PEM file, in order.
+fn split_pem_certificates(pem: &str) -> Vec<String> {
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    const END: &str = "-----END CERTIFICATE-----";
+    let mut blocks = Vec::new();
+    let mut rest = pem;
+    while let Some(start) = rest.find(BEGIN) {
+        let Some(length) = rest[start..].find(END) else { break };
+        let end = start + length + END.len();
+        blocks.push(format!("{}\n", &rest[start..end]));
+        rest = &rest[end..];
+    }
+    blocks
 }
 
 /// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout.
@@ -191,6 +213,15 @@ async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pem_bundle_is_split_into_every_certificate() {
+        let bundle = "junk\n-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n\
+                      -----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n";
+        let blocks = split_pem_certificates(bundle);
+        assert_eq!(blocks.len(), 2);
+        assert!(blocks[1].contains("BBB") && blocks[1].starts_with("-----BEGIN"));
+    }
 
     #[test]
     fn migration_list_matches_the_migrations_folder() {
