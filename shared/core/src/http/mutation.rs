@@ -8,20 +8,26 @@
 //! answers as a repeat. The stored row holds ids only — never the response body — so no copy of health
 //! data is kept outside the resource tables.
 
+use axum::extract::{FromRequest, FromRequestParts, OriginalUri, Request};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::auth::Caller;
 use super::problem::ApiError;
+use super::request::{JsonBody, RequestIds};
+use super::routes::context;
 use super::AppState;
-use crate::appointments::{Access, Appointment};
+use crate::appointments::{Access, Appointment, Cancel, Complete, NewAppointment, Reschedule};
+use crate::context::Ctx;
 use crate::db::{sql, Conn, Tx};
-use crate::error::DomainError;
+use crate::error::{DomainError, DomainResult};
 use crate::events::ResourceType;
-use crate::patients::Patient;
-use crate::practitioners::Practitioner;
+use crate::ids::AppointmentId;
+use crate::patients::{NewPatient, Patient};
+use crate::practitioners::{NewPractitioner, Practitioner};
 use crate::{appointments, patients, practitioners};
 
 const IDEMPOTENCY_HEADER: &str = "idempotency-key";
@@ -122,7 +128,6 @@ impl<'c> UnitOfWork<'c> {
     /// Opens the transaction, or answers a repeat of an already served request.
     pub async fn begin(
         conn: &'c mut Conn,
-        state: &AppState,
         caller: Caller,
         headers: &HeaderMap,
         fingerprint: String,
@@ -130,7 +135,7 @@ impl<'c> UnitOfWork<'c> {
         let key = idempotency_key(headers)?;
         if let Some(key) = &key {
             if let Some(stored) = find_key(&*conn, &caller, key).await? {
-                return replay(conn, state, &caller, &fingerprint, stored).await.map(Begun::Replayed);
+                return replay(conn, &caller, &fingerprint, stored).await.map(Begun::Replayed);
             }
         }
         let tx = conn.transaction().await?;
@@ -171,13 +176,12 @@ impl<'c> UnitOfWork<'c> {
         self.tx.rollback().await?;
         let mut conn = state.pool.get().await?;
         let stored = find_key(&conn, &caller, &key).await?.ok_or(DomainError::NotFound)?;
-        replay(&mut conn, state, &caller, &fingerprint, stored).await
+        replay(&mut conn, &caller, &fingerprint, stored).await
     }
 }
 
 async fn replay(
     conn: &mut Conn,
-    _state: &AppState,
     caller: &Caller,
     fingerprint: &str,
     stored: StoredKey,
@@ -207,4 +211,80 @@ async fn replay(
         None => None,
     };
     Ok(resource.ok_or(DomainError::NotFound)?.respond(status))
+}
+
+/// Every POST mutation, parsed and ready to apply.
+#[derive(Debug)]
+pub enum PostMutation {
+    CreatePatient(NewPatient),
+    CreatePractitioner(NewPractitioner),
+    BookAppointment(NewAppointment),
+    Reschedule(AppointmentId, Reschedule),
+    Cancel(AppointmentId, Cancel),
+    Complete(AppointmentId, Complete),
+}
+
+async fn apply(tx: &Tx<'_>, ctx: &Ctx, caller: &Caller, mutation: PostMutation) -> DomainResult<(StatusCode, Resource)> {
+    let created = |resource| (StatusCode::CREATED, resource);
+    let changed = |(appointment, _)| (StatusCode::OK, Resource::Appointment(appointment));
+    Ok(match mutation {
+        PostMutation::CreatePatient(command) => {
+            created(Resource::Patient(patients::create(tx, ctx, command).await?.0))
+        }
+        PostMutation::CreatePractitioner(command) => {
+            created(Resource::Practitioner(practitioners::create(tx, ctx, command).await?.0))
+        }
+        PostMutation::BookAppointment(command) => {
+            created(Resource::Appointment(appointments::book(tx, ctx, command).await?.0))
+        }
+        PostMutation::Reschedule(id, command) => changed(appointments::reschedule(tx, ctx, id, command).await?),
+        PostMutation::Cancel(id, command) => {
+            let access = caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf);
+            changed(appointments::cancel(tx, ctx, access, id, command).await?)
+        }
+        PostMutation::Complete(id, command) => changed(appointments::complete(tx, ctx, id, command).await?),
+    })
+}
+
+/// A POST request with its caller, ids, headers and JSON body: handlers parse the body into a
+/// [`PostMutation`] and [`PostRequest::perform`] runs it in a unit of work.
+pub struct PostRequest {
+    pub state: AppState,
+    pub caller: Caller,
+    pub body: Value,
+    ids: RequestIds,
+    path: String,
+    headers: HeaderMap,
+}
+
+impl FromRequest<AppState> for PostRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, ApiError> {
+        let (mut parts, body) = request.into_parts();
+        let caller = Caller::from_request_parts(&mut parts, state).await?;
+        let ids = RequestIds::from_request_parts(&mut parts, state).await?;
+        let path = parts
+            .extensions
+            .get::<OriginalUri>()
+            .map_or_else(|| parts.uri.path().to_owned(), |uri| uri.0.path().to_owned());
+        let headers = parts.headers.clone();
+        let body = JsonBody::from_request(Request::from_parts(parts, body), state).await?.value;
+        Ok(Self { state: state.clone(), caller, body, ids, path, headers })
+    }
+}
+
+impl PostRequest {
+    /// Applies `mutation` in one transaction with the request's idempotency key, or replays the
+    /// answer of an earlier identical request.
+    pub async fn perform(self, mutation: PostMutation) -> Result<Response, ApiError> {
+        let print = fingerprint("POST", &self.path, &self.body);
+        let mut conn = self.state.pool.get().await?;
+        let uow = match UnitOfWork::begin(&mut conn, self.caller, &self.headers, print).await? {
+            Begun::Fresh(uow) => uow,
+            Begun::Replayed(response) => return Ok(response),
+        };
+        let (status, resource) = apply(uow.tx(), &context(&self.caller, &self.ids), &self.caller, mutation).await?;
+        uow.finish(&self.state, status, resource).await
+    }
 }
