@@ -4,14 +4,20 @@
 //! - The dispatcher (pool, SQS client, `LISTEN` connection) is built once per container; an
 //!   invocation only drains. It returns before the window ends, and the window is also clamped to
 //!   the invocation's own deadline minus [`DEADLINE_MARGIN`].
-//! - Mode: the event's `detail.mode` (`"drain"` or `"once"`) wins over `CLINIC_DISPATCH_MODE`
-//!   (default `drain`). `once` claims and dispatches until nothing is due, then returns.
+//! - Mode: the event's `detail.mode` wins over `CLINIC_DISPATCH_MODE` (default `drain`). `once`
+//!   claims and dispatches until nothing is due, then returns. The housekeeping modes run the same
+//!   binary on their own schedules (see template.yaml, `HousekeepingFunction`): `reminders` emits
+//!   `appointment.reminder_due` for appointments starting within the lead time (exactly once per
+//!   appointment and start time), and `sweep` deletes finished outbox rows, starts and receipts past
+//!   the retention. Neither starts listeners: the running dispatcher picks up new events.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
 use clinic_core::dispatch::{Dispatcher, DrainReport};
+use clinic_core::reminders::{ReminderConfig, ReminderReport};
+use clinic_core::retention::{RetentionConfig, SweepReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +33,10 @@ pub enum Mode {
     Drain,
     /// Dispatch until nothing is due, then return.
     Once,
+    /// Emit the reminders that have come due.
+    Reminders,
+    /// Delete finished outbox rows, starts and receipts past the retention.
+    Sweep,
 }
 
 impl Mode {
@@ -35,10 +45,12 @@ impl Mode {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
             Some("once") => Ok(Mode::Once),
+            Some("reminders") => Ok(Mode::Reminders),
+            Some("sweep") => Ok(Mode::Sweep),
             Some(other) => Err(ConfigError::Invalid {
                 name: "CLINIC_DISPATCH_MODE",
                 value: other.to_owned(),
-                message: "expected `drain` or `once`".into(),
+                message: "expected `drain`, `once`, `reminders` or `sweep`".into(),
             }),
         }
     }
@@ -50,6 +62,21 @@ pub struct State {
     pub dispatcher: Dispatcher,
     pub window: Duration,
     pub mode: Mode,
+    pub housekeeping: Housekeeping,
+}
+
+/// Settings of the scheduled housekeeping modes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Housekeeping {
+    pub reminders: ReminderConfig,
+    pub retention: RetentionConfig,
+}
+
+impl Housekeeping {
+    /// `CLINIC_REMINDER_LEAD_HOURS` and `CLINIC_RETENTION_*`.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self { reminders: ReminderConfig::from_env()?, retention: RetentionConfig::from_env()? })
+    }
 }
 
 /// What the invocation answers (also logged).
@@ -59,6 +86,10 @@ pub struct Answer {
     pub mode: Mode,
     #[serde(flatten)]
     pub report: DrainReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reminders: Option<ReminderReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swept: Option<SweepReport>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -78,11 +109,21 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
 /// Handles one scheduled tick.
 pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
-    let report = match mode {
-        Mode::Drain => state.dispatcher.drain(window_for(state.window, event.context.deadline)).await,
-        Mode::Once => state.dispatcher.drain_once().await?,
-    };
-    let answer = Answer { mode, report };
+    let mut answer = Answer { mode, report: DrainReport::default(), reminders: None, swept: None };
+    let pool = state.dispatcher.pool();
+    match mode {
+        Mode::Drain => answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await,
+        Mode::Once => answer.report = state.dispatcher.drain_once().await?,
+        Mode::Reminders => {
+            let lead = state.housekeeping.reminders.lead;
+            answer.reminders = Some(clinic_core::reminders::run(pool, lead, chrono::Utc::now()).await?);
+        }
+        Mode::Sweep => {
+            let retention = &state.housekeeping.retention;
+            answer.swept = Some(clinic_core::retention::sweep(pool, retention, chrono::Utc::now()).await?);
+        }
+    }
+    let report = answer.report;
     tracing::info!(
         mode = ?answer.mode,
         steps = report.steps,
@@ -104,6 +145,8 @@ mod tests {
     fn detail_mode_is_read_when_valid() {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "once"})), Some(Mode::Once));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "drain"})), Some(Mode::Drain));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), Some(Mode::Reminders));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }

@@ -7,7 +7,7 @@ use clinic_core::config::DatabaseConfig;
 use clinic_core::db::connect_pool;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::telemetry::{self, LogFormat};
-use clinic_dispatcher::{handle, Mode, State};
+use clinic_dispatcher::{handle, Housekeeping, Mode, State};
 use clinic_sqs::{build_client, SqsConfig, SqsTransport};
 use lambda_runtime::{service_fn, LambdaEvent};
 
@@ -20,8 +20,14 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
     let transport = SqsTransport::from_config(build_client(sqs.endpoint.as_deref()).await, &sqs);
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
-        .with_listen(database.url.clone(), database.ca_file.clone());
-    let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()? });
+        .with_listen(database.url.clone(), database.ca_file.clone())
+        .with_metrics(clinic_core::metrics::MetricsMode::from_env()?);
+    let state = Arc::new(State {
+        dispatcher,
+        window: config.window,
+        mode: Mode::from_env()?,
+        housekeeping: Housekeeping::from_env()?,
+    });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

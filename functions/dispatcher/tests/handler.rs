@@ -68,7 +68,7 @@ fn state(db: &TestDb, window: Duration, mode: Mode) -> State {
         DispatchConfig { poll_interval: Duration::from_millis(50), ..DispatchConfig::default() },
     )
     .with_listen(db.url.clone(), None);
-    State { dispatcher, window, mode }
+    State { dispatcher, window, mode, housekeeping: Default::default() }
 }
 
 async fn notifications(db: &TestDb) -> i64 {
@@ -108,4 +108,29 @@ async fn a_drain_invocation_returns_before_its_window_ends() {
     // A second invocation reuses the dispatcher (and its LISTEN connection) and finds nothing.
     let again = handle(&state, scheduled_event(json!({}))).await.unwrap();
     assert_eq!(again.report.steps, 0);
+}
+
+#[tokio::test]
+async fn the_reminders_mode_emits_each_reminder_once_and_the_sweep_mode_runs() {
+    let db = booked().await;
+    let state = state(&db, Duration::from_secs(1), Mode::Drain);
+    let first = handle(&state, scheduled_event(json!({"mode": "reminders"}))).await.unwrap();
+    assert_eq!(first.mode, Mode::Reminders);
+    assert_eq!(first.reminders.unwrap().emitted, 1, "the appointment starts within the 24 h lead");
+    let again = handle(&state, scheduled_event(json!({"mode": "reminders"}))).await.unwrap();
+    assert_eq!(again.reminders.unwrap().emitted, 0, "a repeated run emits nothing new");
+    let reminders: i64 = db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM events WHERE type = 'appointment.reminder_due'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(reminders, 1);
+
+    handle(&state, scheduled_event(json!({"mode": "once"}))).await.unwrap();
+    let swept = handle(&state, scheduled_event(json!({"mode": "sweep"}))).await.unwrap();
+    let report = swept.swept.unwrap();
+    assert!(report.complete);
+    assert_eq!(report.outbox_rows, 0, "nothing is older than the retention yet");
 }

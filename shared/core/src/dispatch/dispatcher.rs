@@ -24,6 +24,8 @@ pub struct Dispatcher {
     pub(super) id: String,
     pub(super) listen: Option<ListenSource>,
     pub(super) listening: tokio::sync::Mutex<Option<super::drain::Listening>>,
+    /// EMF metrics of the steps (see [`crate::metrics`]); flushed by the drain loops.
+    pub(super) metrics: crate::metrics::Recorder,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -52,7 +54,14 @@ impl Dispatcher {
             id: format!("dispatcher-{}", crate::ids::new_ulid()),
             listen: None,
             listening: tokio::sync::Mutex::new(None),
+            metrics: crate::metrics::Recorder::default(),
         }
+    }
+
+    /// How metrics are emitted (`CLINIC_METRICS`: EMF lines on stdout, the default, or off).
+    pub fn with_metrics(mut self, mode: crate::metrics::MetricsMode) -> Self {
+        self.metrics = crate::metrics::Recorder::new(mode);
+        self
     }
 
     /// Wakes on `LISTEN clinic_outbox` over a dedicated connection to `url` while idle.
@@ -75,14 +84,22 @@ impl Dispatcher {
         &self.config
     }
 
+    /// The pool the dispatcher works on (scheduled housekeeping shares it).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// Claims one batch, starts its listeners, marks the rows. `Idle` when nothing was due.
     pub async fn step(&self) -> Result<StepOutcome, DispatchError> {
+        let started = std::time::Instant::now();
         let claim = self.claim().await?;
         if claim.is_empty() {
             return Ok(StepOutcome::Idle);
         }
         let results = self.start(&claim).await;
-        self.mark(&claim, results).await.map(StepOutcome::Dispatched)
+        let report = self.mark(&claim, results).await?;
+        self.metrics.batch(started.elapsed());
+        Ok(StepOutcome::Dispatched(report))
     }
 
     /// Unit 1: one statement claims the batch.
@@ -198,6 +215,7 @@ impl Dispatcher {
         };
         drop(client);
 
+        self.metrics.record_marks(claim, &dispatched, &failed, &marked_failed);
         self.report_marks(claim, &done, &dispatched, &failed, &marked_failed, &mut report);
         Ok(report)
     }

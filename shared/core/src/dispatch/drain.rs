@@ -48,6 +48,7 @@ impl Dispatcher {
         while let StepOutcome::Dispatched(step) = self.step().await? {
             report.add(&step);
         }
+        crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         Ok(report)
     }
 
@@ -72,12 +73,15 @@ impl Dispatcher {
             match self.step().await {
                 Ok(StepOutcome::Dispatched(step)) => {
                     report.add(&step);
+                    crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                     if registered.take().is_some() {
                         self.unregister().await;
                     }
                     continue;
                 }
-                Ok(StepOutcome::Idle) => {}
+                Ok(StepOutcome::Idle) => {
+                    crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
+                }
                 Err(error) => {
                     report.errors += 1;
                     tracing::warn!(dispatcher = %self.id, error = %error, "dispatcher step failed; backing off");
@@ -125,6 +129,7 @@ impl Dispatcher {
                 _ = &mut shutdown => break,
             }
         }
+        crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         if registered.is_some() {
             self.unregister().await;
         }
