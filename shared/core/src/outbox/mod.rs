@@ -6,12 +6,12 @@
 //!
 //! | status       | moved in by                                                        | moved out by |
 //! |--------------|--------------------------------------------------------------------|--------------|
-//! | `pending`    | [`crate::events::store::append`], in the mutation's own transaction; an operator `retry`/`replay` (later issue) | [`claim`] → `claimed` |
+//! | `pending`    | [`crate::events::store::append`], in the mutation's own transaction; an operator `retry` or `replay` ([`crate::operator`]) | [`claim`] → `claimed` |
 //! | `claimed`    | [`claim`]: a due `pending` or `retry` row, or a `claimed` row whose lease (`available_at` = `claimed_until`) expired — its dispatcher is presumed dead (`lease_expired`) | the claim-token holder's mark: [`mark_dispatched`] → `dispatched`, [`mark_failed`] → `retry`/`dead`; or another dispatcher's [`claim`] after the lease expired |
-//! | `dispatched` | [`mark_dispatched`]: every listener of the event has started (the transport accepted it; for `local` the listener committed its receipt) | final for dispatchers; an operator `replay` (later issue) re-queues it with `only_listeners` |
+//! | `dispatched` | [`mark_dispatched`]: every listener of the event has started (the transport accepted it; for `local` the listener committed its receipt) | final for dispatchers; an operator `replay` ([`crate::operator`]) re-queues it with `only_listeners` |
 //! | `retry`      | [`mark_failed`]: some listener failed to start and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | [`claim`] once `available_at` has come |
-//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached, a start failed permanently, or the stored event cannot be read by this build | operator `retry`/`replay`/`discard` (later issue) |
-//! | `discarded`  | operator `discard` (later issue)                                   | final |
+//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached, a start failed permanently, or the stored event cannot be read by this build | operator `retry` (→ `pending`) or `discard` ([`crate::operator`]) |
+//! | `discarded`  | operator `discard` ([`crate::operator`])                                 | final |
 //!
 //! Invariants:
 //! - A claim is one statement (`FOR UPDATE SKIP LOCKED`): concurrent dispatchers never claim the same
