@@ -20,7 +20,12 @@ async fn notifications(app: &TestApp) -> Vec<(String, String)> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|item| (item["template"].as_str().unwrap().to_owned(), item["recipientKind"].as_str().unwrap().to_owned()))
+        .map(|item| {
+            (
+                item["template"].as_str().unwrap().to_owned(),
+                item["recipientKind"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -30,7 +35,8 @@ async fn booking_through_http_reaches_every_listener_once() {
     let staff = app.workspace.staff.clone();
     let practitioner = app.create_practitioner(&staff).await;
     let patient = app.create_patient(&staff, json!({"givenName": "E", "familyName": "Two"})).await;
-    let appointment = app.book(&staff, &patient, &practitioner, "2030-07-01T09:00:00Z", "2030-07-01T09:30:00Z").await;
+    let appointment =
+        app.book(&staff, &patient, &practitioner, "2030-07-01T09:00:00Z", "2030-07-01T09:30:00Z").await;
     let dispatcher = dispatcher(&app);
     let report = dispatcher.drain_once().await.unwrap();
     assert_eq!(report.totals.dispatched, 3, "practitioner, patient, appointment events");
@@ -49,7 +55,11 @@ async fn booking_through_http_reaches_every_listener_once() {
     assert_eq!(app.count("SELECT 1 FROM listener_receipts").await, 2);
 
     // Redelivering everything (as an operator replay or an SQS redelivery would) changes nothing.
-    app.db.pool.get().await.unwrap()
+    app.db
+        .pool
+        .get()
+        .await
+        .unwrap()
         .execute("UPDATE event_outbox SET status = 'pending', available_at = now()", &[])
         .await
         .unwrap();
@@ -58,7 +68,8 @@ async fn booking_through_http_reaches_every_listener_once() {
     assert_eq!(notifications(&app).await.len(), 2);
 
     let id = appointment["id"].as_str().unwrap();
-    let cancelled = app.call("POST", &format!("/v1/appointments/{id}/cancel"), Some(&staff), Some(json!({}))).await;
+    let cancelled =
+        app.call("POST", &format!("/v1/appointments/{id}/cancel"), Some(&staff), Some(json!({}))).await;
     assert_eq!(cancelled.status, 200);
     dispatcher.drain_once().await.unwrap();
     assert_eq!(notifications(&app).await.len(), 4, "cancellation notices to patient and practitioner");
@@ -77,7 +88,13 @@ async fn deleting_a_patient_cancels_future_appointments_through_the_listener() {
     let patient_id = patient["id"].as_str().unwrap();
     let correlation = ulid::Ulid::generate().to_string();
     let deleted = app
-        .call_with("DELETE", &format!("/v1/patients/{patient_id}"), Some(&staff), None, &[("x-correlation-id", &correlation)])
+        .call_with(
+            "DELETE",
+            &format!("/v1/patients/{patient_id}"),
+            Some(&staff),
+            None,
+            &[("x-correlation-id", &correlation)],
+        )
         .await;
     assert_eq!(deleted.status, 204);
     dispatcher(&app).drain_once().await.unwrap();

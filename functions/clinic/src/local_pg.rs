@@ -44,35 +44,15 @@ impl LocalPostgres {
         let bin = find_bin()?;
         let run_as = account()?;
         let data_dir = prepare_data_dir(data_dir, run_as.as_deref())?;
-        let mut cluster = LocalPostgres {
-            bin,
-            data_dir,
-            port,
-            run_as,
-            started_here: false,
-        };
+        let mut cluster = LocalPostgres { bin, data_dir, port, run_as, started_here: false };
 
         if !cluster.data_dir.join("PG_VERSION").exists() {
-            eprintln!(
-                "local PostgreSQL: creating a cluster in {}",
-                cluster.data_dir.display()
-            );
+            eprintln!("local PostgreSQL: creating a cluster in {}", cluster.data_dir.display());
             let data = cluster.data_dir.display().to_string();
             cluster
                 .pg(
                     "initdb",
-                    &[
-                        "-D",
-                        &data,
-                        "-A",
-                        "trust",
-                        "-U",
-                        "postgres",
-                        "--no-sync",
-                        "-E",
-                        "UTF8",
-                        "--locale=C",
-                    ],
+                    &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
                 )
                 .context("initdb failed")?;
         }
@@ -91,12 +71,8 @@ impl LocalPostgres {
         let data = cluster.data_dir.display().to_string();
         let log = cluster.log_file().display().to_string();
         let options = server_options(port, &socket_dir(&cluster.data_dir));
-        let started = cluster.pg(
-            "pg_ctl",
-            &[
-                "start", "-D", &data, "-l", &log, "-w", "-t", "60", "-o", &options,
-            ],
-        );
+        let started =
+            cluster.pg("pg_ctl", &["start", "-D", &data, "-l", &log, "-w", "-t", "60", "-o", &options]);
         if let Err(error) = started {
             let tail = std::fs::read_to_string(cluster.log_file())
                 .map(|text| {
@@ -116,10 +92,7 @@ impl LocalPostgres {
             )));
         }
         cluster.started_here = true;
-        eprintln!(
-            "local PostgreSQL: running on 127.0.0.1:{port} ({})",
-            cluster.data_dir.display()
-        );
+        eprintln!("local PostgreSQL: running on 127.0.0.1:{port} ({})", cluster.data_dir.display());
         Ok(cluster)
     }
 
@@ -135,8 +108,7 @@ impl LocalPostgres {
             return Ok(());
         }
         let data = self.data_dir.display().to_string();
-        self.pg("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w"])
-            .context("pg_ctl stop failed")?;
+        self.pg("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w"]).context("pg_ctl stop failed")?;
         Ok(())
     }
 
@@ -146,8 +118,7 @@ impl LocalPostgres {
 
     fn is_running(&self) -> bool {
         let data = self.data_dir.display().to_string();
-        self.data_dir.join("PG_VERSION").exists()
-            && self.pg("pg_ctl", &["status", "-D", &data]).is_ok()
+        self.data_dir.join("PG_VERSION").exists() && self.pg("pg_ctl", &["status", "-D", &data]).is_ok()
     }
 
     /// The port in `postmaster.pid` (line 4) of the running server.
@@ -190,9 +161,7 @@ fn server_options(port: u16, socket_dir: &Path) -> String {
 /// pg_ctl hands the options to a shell), else `/tmp`.
 fn socket_dir(data_dir: &Path) -> PathBuf {
     let text = data_dir.to_string_lossy();
-    let plain = text
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
+    let plain = text.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b));
     if plain && text.len() < 80 {
         data_dir.to_path_buf()
     } else {
@@ -224,10 +193,7 @@ fn find_bin() -> anyhow::Result<PathBuf> {
         if has_tools(&dir) {
             return Ok(dir);
         }
-        bail!(
-            "CLINIC_PG_BIN={} does not hold initdb and pg_ctl",
-            dir.display()
-        );
+        bail!("CLINIC_PG_BIN={} does not hold initdb and pg_ctl", dir.display());
     }
     if let Some(path) = std::env::var_os("PATH") {
         for dir in std::env::split_paths(&path) {
@@ -270,13 +236,7 @@ fn account() -> anyhow::Result<Option<String>> {
     }
     if !user_exists(FALLBACK_ACCOUNT) {
         let status = Command::new("useradd")
-            .args([
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                FALLBACK_ACCOUNT,
-            ])
+            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", FALLBACK_ACCOUNT])
             .status()
             .context("running useradd")?;
         if !status.success() {
@@ -287,44 +247,29 @@ fn account() -> anyhow::Result<Option<String>> {
 }
 
 fn is_root() -> anyhow::Result<bool> {
-    let output = Command::new("id")
-        .arg("-u")
-        .output()
-        .context("running `id -u`")?;
+    let output = Command::new("id").arg("-u").output().context("running `id -u`")?;
     Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
 }
 
 fn user_exists(name: &str) -> bool {
-    Command::new("id")
-        .arg("-u")
-        .arg(name)
-        .output()
-        .is_ok_and(|output| output.status.success())
+    Command::new("id").arg("-u").arg(name).output().is_ok_and(|output| output.status.success())
 }
 
 /// `id -u`/`id -g` of `name`.
 fn ids_of(name: &str) -> anyhow::Result<(u32, u32)> {
     let id = |flag: &str| -> anyhow::Result<u32> {
-        let output = Command::new("id")
-            .arg(flag)
-            .arg(name)
-            .output()
-            .context("running `id`")?;
-        String::from_utf8_lossy(&output.stdout)
-            .trim()
-            .parse()
-            .with_context(|| format!("no account {name}"))
+        let output = Command::new("id").arg(flag).arg(name).output().context("running `id`")?;
+        String::from_utf8_lossy(&output.stdout).trim().parse().with_context(|| format!("no account {name}"))
     };
     Ok((id("-u")?, id("-g")?))
 }
 
 /// Creates the data folder and makes it the account's; returns the real folder to use.
 fn prepare_data_dir(requested: &Path, account: Option<&str>) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(requested)
-        .with_context(|| format!("creating {}", requested.display()))?;
+    std::fs::create_dir_all(requested).with_context(|| format!("creating {}", requested.display()))?;
     // Absolute and symlink-free: the server runs with another working folder and account.
-    let data_dir = std::fs::canonicalize(requested)
-        .with_context(|| format!("resolving {}", requested.display()))?;
+    let data_dir =
+        std::fs::canonicalize(requested).with_context(|| format!("resolving {}", requested.display()))?;
     let Some(account) = account else {
         return Ok(data_dir);
     };
@@ -332,13 +277,7 @@ fn prepare_data_dir(requested: &Path, account: Option<&str>) -> anyhow::Result<P
     let reachable = as_account(
         Some(account),
         Path::new("test"),
-        &[
-            "-w",
-            &data_dir.to_string_lossy(),
-            "-a",
-            "-x",
-            &data_dir.to_string_lossy(),
-        ],
+        &["-w", &data_dir.to_string_lossy(), "-a", "-x", &data_dir.to_string_lossy()],
     )
     .status()
     .is_ok_and(|status| status.success());
@@ -346,8 +285,7 @@ fn prepare_data_dir(requested: &Path, account: Option<&str>) -> anyhow::Result<P
         return Ok(data_dir);
     }
     let fallback = PathBuf::from(format!("/var/tmp/clinic-pg-{}", path_hash(&data_dir)));
-    std::fs::create_dir_all(&fallback)
-        .with_context(|| format!("creating {}", fallback.display()))?;
+    std::fs::create_dir_all(&fallback).with_context(|| format!("creating {}", fallback.display()))?;
     make_private(&fallback, account)?;
     // An empty folder at the usual place becomes a pointer to the real one.
     if std::fs::remove_dir(&data_dir).is_ok() {
@@ -376,21 +314,11 @@ fn path_hash(path: &Path) -> String {
     use std::io::Write;
     use std::process::Stdio;
     let sha256sum = || -> Option<String> {
-        let mut child = Command::new("sha256sum")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .ok()?;
-        child
-            .stdin
-            .take()?
-            .write_all(path.as_os_str().as_encoded_bytes())
-            .ok()?;
+        let mut child =
+            Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
+        child.stdin.take()?.write_all(path.as_os_str().as_encoded_bytes()).ok()?;
         let output = child.wait_with_output().ok()?;
-        let hex = String::from_utf8_lossy(&output.stdout)
-            .chars()
-            .take(12)
-            .collect::<String>();
+        let hex = String::from_utf8_lossy(&output.stdout).chars().take(12).collect::<String>();
         (output.status.success() && hex.len() == 12).then_some(hex)
     };
     sha256sum().unwrap_or_else(|| {
@@ -407,10 +335,7 @@ mod tests {
 
     #[test]
     fn url_and_options_name_the_port() {
-        assert_eq!(
-            local_url(55432),
-            "postgres://postgres@127.0.0.1:55432/postgres"
-        );
+        assert_eq!(local_url(55432), "postgres://postgres@127.0.0.1:55432/postgres");
         let options = server_options(55432, Path::new("/repo/.local/pgdata"));
         assert!(options.contains("-p 55432"));
         assert!(options.contains("listen_addresses=127.0.0.1"));
@@ -419,18 +344,9 @@ mod tests {
 
     #[test]
     fn odd_or_long_data_paths_put_the_socket_in_tmp() {
-        assert_eq!(
-            socket_dir(Path::new("/work/main/.local/pgdata")),
-            Path::new("/work/main/.local/pgdata")
-        );
-        assert_eq!(
-            socket_dir(Path::new("/home/me/my project/.local/pgdata")),
-            Path::new("/tmp")
-        );
-        assert_eq!(
-            socket_dir(&Path::new("/x").join("y".repeat(100))),
-            Path::new("/tmp")
-        );
+        assert_eq!(socket_dir(Path::new("/work/main/.local/pgdata")), Path::new("/work/main/.local/pgdata"));
+        assert_eq!(socket_dir(Path::new("/home/me/my project/.local/pgdata")), Path::new("/tmp"));
+        assert_eq!(socket_dir(&Path::new("/x").join("y".repeat(100))), Path::new("/tmp"));
     }
 
     #[test]
@@ -447,13 +363,8 @@ mod tests {
             eprintln!("skipped: PostgreSQL server binaries are not installed (Debian package `postgresql`)");
             return;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let data_dir =
-            std::env::temp_dir().join(format!("clinic-local-pg-test-{}", std::process::id()));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let data_dir = std::env::temp_dir().join(format!("clinic-local-pg-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
 
         let cluster = LocalPostgres::ensure_started(&data_dir, port).unwrap();
@@ -461,25 +372,16 @@ mod tests {
             assert!(cluster.started_here);
             assert!(cluster.is_running());
             assert_eq!(cluster.running_port(), Some(port));
-            assert_eq!(
-                cluster.url(),
-                format!("postgres://postgres@127.0.0.1:{port}/postgres")
-            );
+            assert_eq!(cluster.url(), format!("postgres://postgres@127.0.0.1:{port}/postgres"));
             assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
 
             let again = LocalPostgres::ensure_started(&data_dir, port).unwrap();
             assert!(!again.started_here, "a running cluster is reused");
             again.stop().unwrap();
-            assert!(
-                cluster.is_running(),
-                "stop leaves a cluster it did not start running"
-            );
+            assert!(cluster.is_running(), "stop leaves a cluster it did not start running");
 
             let other_port = LocalPostgres::ensure_started(&data_dir, port.wrapping_add(1));
-            assert!(other_port
-                .unwrap_err()
-                .to_string()
-                .contains("already runs on port"));
+            assert!(other_port.unwrap_err().to_string().contains("already runs on port"));
         });
         cluster.stop().unwrap();
         assert!(!cluster.is_running());

@@ -112,7 +112,9 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
     let mut answer = Answer { mode, report: DrainReport::default(), reminders: None, swept: None };
     let pool = state.dispatcher.pool();
     match mode {
-        Mode::Drain => answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await,
+        Mode::Drain => {
+            answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await
+        }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
         Mode::Reminders => {
             let lead = state.housekeeping.reminders.lead;

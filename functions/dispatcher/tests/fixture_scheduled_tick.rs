@@ -65,7 +65,12 @@ async fn a_scheduled_tick_sends_each_listener_its_cloud_event_over_sqs() {
         DispatchConfig { poll_interval: Duration::from_millis(50), ..DispatchConfig::default() },
     )
     .with_listen(url, None);
-    let state = State { dispatcher, window: Duration::from_secs(1), mode: Mode::Drain, housekeeping: Default::default() };
+    let state = State {
+        dispatcher,
+        window: Duration::from_secs(1),
+        mode: Mode::Drain,
+        housekeeping: Default::default(),
+    };
 
     let answer = handle(&state, tick()).await.expect("the tick is answered");
     assert_eq!(answer.mode, Mode::Drain);

@@ -139,16 +139,8 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "schema",
-        sql: include_str!("../../../migrations/V1__schema.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "app_role",
-        sql: include_str!("../../../migrations/V2__app_role.sql"),
-    },
+    Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
+    Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"
@@ -180,10 +172,7 @@ async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
     let mut applied = Vec::new();
     for migration in MIGRATIONS {
         let row = client
-            .query_opt(
-                "SELECT checksum FROM schema_migrations WHERE version = $1",
-                &[&migration.version],
-            )
+            .query_opt("SELECT checksum FROM schema_migrations WHERE version = $1", &[&migration.version])
             .await?;
         let expected = checksum(migration.sql);
         match row {

@@ -12,7 +12,8 @@ async fn every_route_of_another_workspace_answers_404() {
     let token_b = other.admin.clone();
     let practitioner = app.create_practitioner(&token_b).await;
     let patient = app.create_patient(&token_b, json!({"givenName": "B", "familyName": "Only"})).await;
-    let appointment = app.book(&token_b, &patient, &practitioner, "2030-03-01T09:00:00Z", "2030-03-01T09:30:00Z").await;
+    let appointment =
+        app.book(&token_b, &patient, &practitioner, "2030-03-01T09:00:00Z", "2030-03-01T09:30:00Z").await;
     let (pa, pr, ap) = (
         patient["id"].as_str().unwrap(),
         practitioner["id"].as_str().unwrap(),
@@ -27,7 +28,11 @@ async fn every_route_of_another_workspace_answers_404() {
         ("GET", format!("/v1/practitioners/{pr}"), None),
         ("GET", format!("/v1/practitioners/{pr}/timeline"), None),
         ("GET", format!("/v1/appointments/{ap}"), None),
-        ("POST", format!("/v1/appointments/{ap}/reschedule"), Some(json!({"startsAt": "2030-03-02T09:00:00Z", "endsAt": "2030-03-02T09:30:00Z"}))),
+        (
+            "POST",
+            format!("/v1/appointments/{ap}/reschedule"),
+            Some(json!({"startsAt": "2030-03-02T09:00:00Z", "endsAt": "2030-03-02T09:30:00Z"})),
+        ),
         ("POST", format!("/v1/appointments/{ap}/cancel"), Some(json!({}))),
         ("POST", format!("/v1/appointments/{ap}/complete"), Some(json!({}))),
         ("GET", format!("/v1/appointments/{ap}/timeline"), None),
@@ -87,18 +92,26 @@ async fn patients_read_and_cancel_only_their_own_appointments() {
     let me = app.create_patient(&staff, json!({"givenName": "Me", "familyName": "Patient"})).await;
     let someone = app.create_patient(&staff, json!({"givenName": "Someone", "familyName": "Else"})).await;
     let mine = app.book(&staff, &me, &practitioner, "2030-04-01T09:00:00Z", "2030-04-01T09:30:00Z").await;
-    let theirs = app.book(&staff, &someone, &practitioner, "2030-04-01T10:00:00Z", "2030-04-01T10:30:00Z").await;
+    let theirs =
+        app.book(&staff, &someone, &practitioner, "2030-04-01T10:00:00Z", "2030-04-01T10:30:00Z").await;
     let me_id: ulid::Ulid = me["id"].as_str().unwrap().parse().unwrap();
     let patient = token(app.workspace.id, me_id, Role::Patient);
     let (mine_id, theirs_id) = (mine["id"].as_str().unwrap(), theirs["id"].as_str().unwrap());
 
     assert_eq!(app.call("GET", &format!("/v1/patients/{me_id}"), Some(&patient), None).await.status, 200);
-    assert_eq!(app.call("GET", &format!("/v1/appointments/{mine_id}"), Some(&patient), None).await.status, 200);
+    assert_eq!(
+        app.call("GET", &format!("/v1/appointments/{mine_id}"), Some(&patient), None).await.status,
+        200
+    );
     let forbidden = [
         ("GET", format!("/v1/patients/{}", someone["id"].as_str().unwrap()), None),
         ("GET", format!("/v1/appointments/{theirs_id}"), None),
         ("POST", format!("/v1/appointments/{theirs_id}/cancel"), Some(json!({}))),
-        ("POST", format!("/v1/appointments/{mine_id}/reschedule"), Some(json!({"startsAt": "2030-04-02T09:00:00Z", "endsAt": "2030-04-02T09:30:00Z"}))),
+        (
+            "POST",
+            format!("/v1/appointments/{mine_id}/reschedule"),
+            Some(json!({"startsAt": "2030-04-02T09:00:00Z", "endsAt": "2030-04-02T09:30:00Z"})),
+        ),
         ("POST", format!("/v1/appointments/{mine_id}/complete"), Some(json!({}))),
         ("PATCH", format!("/v1/patients/{me_id}"), Some(json!({"givenName": "X"}))),
         ("DELETE", format!("/v1/patients/{me_id}"), None),
@@ -116,7 +129,9 @@ async fn patients_read_and_cancel_only_their_own_appointments() {
     }
     assert_eq!(app.count("SELECT 1 FROM events").await, events_before);
 
-    let cancelled = app.call("POST", &format!("/v1/appointments/{mine_id}/cancel"), Some(&patient), Some(json!({}))).await;
+    let cancelled = app
+        .call("POST", &format!("/v1/appointments/{mine_id}/cancel"), Some(&patient), Some(json!({})))
+        .await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text);
     let actor = app
         .count(&format!(

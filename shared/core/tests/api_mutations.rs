@@ -44,13 +44,19 @@ async fn each_mutation_writes_its_change_one_event_its_links_and_one_outbox_row(
     assert_eq!(event_of(&app, &patient_id, "patient.created").await, (1, 1));
 
     let patched = app
-        .call("PATCH", &format!("/v1/patients/{patient_id}"), Some(&token), Some(json!({"phone": "+1 555 0100", "expectedVersion": 1})))
+        .call(
+            "PATCH",
+            &format!("/v1/patients/{patient_id}"),
+            Some(&token),
+            Some(json!({"phone": "+1 555 0100", "expectedVersion": 1})),
+        )
         .await;
     assert_eq!(patched.status, 200, "{}", patched.text);
     assert_eq!(patched.body["version"], 2);
     assert_eq!(event_of(&app, &patient_id, "patient.updated").await, (1, 1));
 
-    let appointment = app.book(&token, &patient, &practitioner, "2030-01-01T09:00:00Z", "2030-01-01T09:30:00Z").await;
+    let appointment =
+        app.book(&token, &patient, &practitioner, "2030-01-01T09:00:00Z", "2030-01-01T09:30:00Z").await;
     let appointment_id = appointment["id"].as_str().unwrap().to_owned();
     assert_eq!(appointment["status"], "booked");
     // An appointment event links the appointment, its patient and its practitioner.
@@ -70,10 +76,16 @@ async fn each_mutation_writes_its_change_one_event_its_links_and_one_outbox_row(
     assert_eq!(done.body["version"], 3);
     assert_eq!(event_of(&app, &appointment_id, "appointment.completed").await, (3, 1));
 
-    let second = app.book(&token, &patient, &practitioner, "2030-01-03T09:00:00Z", "2030-01-03T09:30:00Z").await;
+    let second =
+        app.book(&token, &patient, &practitioner, "2030-01-03T09:00:00Z", "2030-01-03T09:30:00Z").await;
     let second_id = second["id"].as_str().unwrap();
     let cancelled = app
-        .call("POST", &format!("/v1/appointments/{second_id}/cancel"), Some(&token), Some(json!({"reason": "feels better"})))
+        .call(
+            "POST",
+            &format!("/v1/appointments/{second_id}/cancel"),
+            Some(&token),
+            Some(json!({"reason": "feels better"})),
+        )
         .await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text);
     assert_eq!(cancelled.body["status"], "cancelled");
@@ -160,11 +172,18 @@ async fn rejected_mutations_write_nothing() {
         .await;
     assert_eq!(malformed.status, 400);
     let huge = "x".repeat(70 * 1024);
-    let too_large = app.call("POST", "/v1/patients", Some(&token), Some(json!({"givenName": huge, "familyName": "B"}))).await;
+    let too_large = app
+        .call("POST", "/v1/patients", Some(&token), Some(json!({"givenName": huge, "familyName": "B"})))
+        .await;
     assert_eq!(too_large.status, 413);
 
     let stale = app
-        .call("PATCH", &format!("/v1/patients/{}", patient["id"].as_str().unwrap()), Some(&token), Some(json!({"givenName": "Z", "expectedVersion": 9})))
+        .call(
+            "PATCH",
+            &format!("/v1/patients/{}", patient["id"].as_str().unwrap()),
+            Some(&token),
+            Some(json!({"givenName": "Z", "expectedVersion": 9})),
+        )
         .await;
     assert_eq!(stale.status, 409);
     assert_eq!(totals(&app).await, after_back_to_back, "no rejected request wrote anything");
@@ -206,10 +225,14 @@ async fn the_event_log_is_append_only() {
         "TRUNCATE events CASCADE",
     ] {
         let error = conn.execute(statement, &[]).await.expect_err(statement);
-        assert!(error.to_string().contains("append-only") || error.as_db_error().is_some(), "{statement}: {error}");
+        assert!(
+            error.to_string().contains("append-only") || error.as_db_error().is_some(),
+            "{statement}: {error}"
+        );
     }
     // Even without the triggers, the application role lacks the privilege.
-    let app_role = clinic_core::db::connect_single(&app.db.url_for_role("clinic_app"), None, None).await.unwrap();
+    let app_role =
+        clinic_core::db::connect_single(&app.db.url_for_role("clinic_app"), None, None).await.unwrap();
     app_role.batch_execute("SET session_replication_role = replica").await.expect_err("needs superuser");
     let denied = app_role.execute("DELETE FROM events", &[]).await.expect_err("no DELETE privilege");
     assert_eq!(denied.code(), Some(&tokio_postgres::error::SqlState::INSUFFICIENT_PRIVILEGE));
@@ -252,11 +275,20 @@ async fn correlation_id_is_validated_echoed_and_stored() {
     let token = app.workspace.staff.clone();
     let given = ulid::Ulid::generate().to_string();
     let response = app
-        .call_with("POST", "/v1/patients", Some(&token), Some(patient_body()), &[("x-correlation-id", &given)])
+        .call_with(
+            "POST",
+            "/v1/patients",
+            Some(&token),
+            Some(patient_body()),
+            &[("x-correlation-id", &given)],
+        )
         .await;
     assert_eq!(response.header("x-correlation-id"), Some(given.as_str()));
     let stored = app
-        .count(&format!("SELECT 1 FROM events WHERE correlation_id = '{}'", uuid::Uuid::from(given.parse::<ulid::Ulid>().unwrap())))
+        .count(&format!(
+            "SELECT 1 FROM events WHERE correlation_id = '{}'",
+            uuid::Uuid::from(given.parse::<ulid::Ulid>().unwrap())
+        ))
         .await;
     assert_eq!(stored, 1);
 

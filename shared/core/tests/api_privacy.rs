@@ -5,7 +5,11 @@ use clinic_testkit::app::TestApp;
 use serde_json::json;
 
 const PLANTED: &[&str] = &[
-    "Zebulonia", "Quixwright", "zebulonia.q@planted.test", "+1 555 013 3377", "persistent migraine aura",
+    "Zebulonia",
+    "Quixwright",
+    "zebulonia.q@planted.test",
+    "+1 555 013 3377",
+    "persistent migraine aura",
     "changed mind after diagnosis",
 ];
 
@@ -29,9 +33,17 @@ async fn planted_health_data_stays_in_the_resource_tables() {
     assert_eq!(appointment.status, 201);
     assert_eq!(appointment.body["reason"], PLANTED[4], "the resource itself keeps it");
     let id = appointment.body["id"].as_str().unwrap();
-    app.call("POST", &format!("/v1/appointments/{id}/cancel"), Some(&token), Some(json!({"reason": PLANTED[5]}))).await;
+    app.call(
+        "POST",
+        &format!("/v1/appointments/{id}/cancel"),
+        Some(&token),
+        Some(json!({"reason": PLANTED[5]})),
+    )
+    .await;
     // A rejected request with planted values must not echo or log them either.
-    let rejected = app.call("POST", "/v1/patients", Some(&token), Some(json!({"givenName": PLANTED[0], "familyName": 5}))).await;
+    let rejected = app
+        .call("POST", "/v1/patients", Some(&token), Some(json!({"givenName": PLANTED[0], "familyName": 5})))
+        .await;
     assert_eq!(rejected.status, 422);
     assert!(!rejected.text.contains(PLANTED[0]));
 

@@ -101,7 +101,13 @@ impl TestApp {
     }
 
     /// Sends `method path` with an optional bearer token and JSON body.
-    pub async fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> TestResponse {
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<Value>,
+    ) -> TestResponse {
         self.call_with(method, path, token, body, &[]).await
     }
 
@@ -114,7 +120,8 @@ impl TestApp {
         body: Option<Value>,
         headers: &[(&str, &str)],
     ) -> TestResponse {
-        let mut builder = Request::builder().method(Method::from_bytes(method.as_bytes()).expect("method")).uri(path);
+        let mut builder =
+            Request::builder().method(Method::from_bytes(method.as_bytes()).expect("method")).uri(path);
         if let Some(token) = token {
             builder = builder.header("authorization", format!("Bearer {token}"));
         }
@@ -144,7 +151,14 @@ impl TestApp {
         response.body
     }
 
-    pub async fn book(&self, token: &str, patient: &Value, practitioner: &Value, starts_at: &str, ends_at: &str) -> Value {
+    pub async fn book(
+        &self,
+        token: &str,
+        patient: &Value,
+        practitioner: &Value,
+        starts_at: &str,
+        ends_at: &str,
+    ) -> Value {
         let body = json!({
             "patientId": patient["id"], "practitionerId": practitioner["id"],
             "startsAt": starts_at, "endsAt": ends_at,
@@ -157,7 +171,10 @@ impl TestApp {
     /// `SELECT count(*)` of a query on the test database.
     pub async fn count(&self, query: &str) -> i64 {
         let conn = self.db.pool.get().await.expect("connection");
-        conn.query_one(&format!("SELECT count(*) FROM ({query}) AS counted"), &[]).await.expect("count").get(0)
+        conn.query_one(&format!("SELECT count(*) FROM ({query}) AS counted"), &[])
+            .await
+            .expect("count")
+            .get(0)
     }
 }
 

@@ -60,9 +60,7 @@ pub fn admin_url() -> String {
 }
 
 fn ca_file() -> Option<String> {
-    std::env::var("CLINIC_DB_CA_FILE")
-        .ok()
-        .filter(|path| !path.is_empty())
+    std::env::var("CLINIC_DB_CA_FILE").ok().filter(|path| !path.is_empty())
 }
 
 /// Opens one connection to the admin database (the one `DATABASE_URL` names).
@@ -90,9 +88,7 @@ pub struct TestDb {
 
 impl std::fmt::Debug for TestDb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestDb")
-            .field("name", &self.name)
-            .finish_non_exhaustive()
+        f.debug_struct("TestDb").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
@@ -102,43 +98,25 @@ impl std::fmt::Debug for TestDb {
 pub async fn fresh_db() -> TestDb {
     let template = template().await;
     let admin_url = admin_url();
-    let name = format!(
-        "{TEST_DB_PREFIX}{}",
-        Ulid::generate().to_string().to_lowercase()
-    );
+    let name = format!("{TEST_DB_PREFIX}{}", Ulid::generate().to_string().to_lowercase());
     let admin = admin_client().await;
     admin
-        .batch_execute(&format!(
-            "CREATE DATABASE {} TEMPLATE {}",
-            quote_ident(&name),
-            quote_ident(template)
-        ))
+        .batch_execute(&format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(&name), quote_ident(template)))
         .await
         .unwrap_or_else(|error| {
-            panic!(
-                "testkit: CREATE DATABASE {name} TEMPLATE {template}: {}",
-                describe(&error)
-            )
+            panic!("testkit: CREATE DATABASE {name} TEMPLATE {template}: {}", describe(&error))
         });
     drop(admin);
     let url = with_database(&admin_url, &name);
     let pool = db::connect_pool(&url, POOL_SIZE, ca_file().as_deref())
         .unwrap_or_else(|error| panic!("testkit: pool for {name}: {error}"));
-    TestDb {
-        pool,
-        url,
-        name,
-        admin_url,
-    }
+    TestDb { pool, url, name, admin_url }
 }
 
 impl TestDb {
     /// A pooled connection to the test database.
     pub async fn client(&self) -> db::Conn {
-        self.pool
-            .get()
-            .await
-            .unwrap_or_else(|error| panic!("testkit: connection to {}: {error}", self.name))
+        self.pool.get().await.unwrap_or_else(|error| panic!("testkit: connection to {}: {error}", self.name))
     }
 
     /// The test database's URL with `options=-c role=<role>`, so every session runs as `role` (for
@@ -159,15 +137,11 @@ impl Drop for TestDb {
         let admin_url = self.admin_url.clone();
         let name = self.name.clone();
         let (done, finished) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("testkit-drop-db".into())
-            .spawn(move || {
-                let _ = done.send(drop_database_blocking(&admin_url, &name));
-            });
+        let spawned = std::thread::Builder::new().name("testkit-drop-db".into()).spawn(move || {
+            let _ = done.send(drop_database_blocking(&admin_url, &name));
+        });
         let outcome = match spawned {
-            Ok(_) => finished
-                .recv_timeout(Duration::from_secs(30))
-                .map_err(|e| e.to_string()),
+            Ok(_) => finished.recv_timeout(Duration::from_secs(30)).map_err(|e| e.to_string()),
             Err(error) => Err(error.to_string()),
         };
         match outcome {
@@ -181,19 +155,13 @@ impl Drop for TestDb {
 
 /// Drops `name` on its own current-thread runtime (callable from any thread, in or out of tokio).
 fn drop_database_blocking(admin_url: &str, name: &str) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let admin = db::connect_single(admin_url, ca_file().as_deref(), None)
-            .await
-            .map_err(|e| e.to_string())?;
+        let admin =
+            db::connect_single(admin_url, ca_file().as_deref(), None).await.map_err(|e| e.to_string())?;
         admin
-            .batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                quote_ident(name)
-            ))
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(name)))
             .await
             .map_err(|e| describe(&e))
     })
@@ -211,11 +179,7 @@ pub fn template_name() -> String {
         hasher.update([0]);
     }
     let digest = hasher.finalize();
-    let hex: String = digest
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    let hex: String = digest.iter().take(8).map(|byte| format!("{byte:02x}")).collect();
     format!("clinic_template_{hex}")
 }
 
@@ -232,9 +196,7 @@ async fn template() -> &'static str {
                 .await
                 .unwrap_or_else(|e| panic!("testkit: template lock: {}", describe(&e)));
             let built = ensure_template(&admin, &name).await;
-            let _ = admin
-                .execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY])
-                .await;
+            let _ = admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY]).await;
             if let Err(error) = built {
                 panic!("testkit: building template database {name}: {error}");
             }
@@ -255,31 +217,18 @@ async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(
         return Ok(());
     }
     let building = format!("{name}_building");
-    let run =
-        |sql: String| async move { admin.batch_execute(&sql).await.map_err(|e| describe(&e)) };
-    run(format!(
-        "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-        quote_ident(&building)
-    ))
-    .await?;
+    let run = |sql: String| async move { admin.batch_execute(&sql).await.map_err(|e| describe(&e)) };
+    run(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(&building))).await?;
     run(format!("CREATE DATABASE {}", quote_ident(&building))).await?;
 
-    let mut client = db::connect_single(
-        &with_database(&admin_url(), &building),
-        ca_file().as_deref(),
-        None,
-    )
-    .await
-    .map_err(|e| e.to_string())?;
+    let mut client = db::connect_single(&with_database(&admin_url(), &building), ca_file().as_deref(), None)
+        .await
+        .map_err(|e| e.to_string())?;
     db::migrate(&mut client).await.map_err(|e| e.to_string())?;
     drop(client);
 
     // The migration connection closes asynchronously; renaming waits until it is gone.
-    let rename = format!(
-        "ALTER DATABASE {} RENAME TO {}",
-        quote_ident(&building),
-        quote_ident(name)
-    );
+    let rename = format!("ALTER DATABASE {} RENAME TO {}", quote_ident(&building), quote_ident(name));
     let mut attempts = 0;
     loop {
         match admin.batch_execute(&rename).await {
@@ -299,10 +248,7 @@ async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(
 /// Drops `clinic_test_*` databases created more than [`STALE_AFTER`] ago (best effort).
 async fn sweep_stale_databases(admin: &tokio_postgres::Client) {
     let Ok(rows) = admin
-        .query(
-            "SELECT datname FROM pg_database WHERE starts_with(datname, $1)",
-            &[&TEST_DB_PREFIX],
-        )
+        .query("SELECT datname FROM pg_database WHERE starts_with(datname, $1)", &[&TEST_DB_PREFIX])
         .await
     else {
         return;
@@ -313,14 +259,9 @@ async fn sweep_stale_databases(admin: &tokio_postgres::Client) {
         let Ok(id) = name[TEST_DB_PREFIX.len()..].to_uppercase().parse::<Ulid>() else {
             continue;
         };
-        let stale = now
-            .duration_since(id.datetime())
-            .is_ok_and(|age| age > STALE_AFTER);
+        let stale = now.duration_since(id.datetime()).is_ok_and(|age| age > STALE_AFTER);
         if stale {
-            let sql = format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                quote_ident(&name)
-            );
+            let sql = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(&name));
             let _ = admin.batch_execute(&sql).await;
         }
     }
@@ -349,10 +290,7 @@ fn with_role(url: &str, role: &str) -> String {
             match pairs.iter_mut().find(|pair| pair.starts_with("options=")) {
                 Some(pair) => {
                     let existing = percent_decode(&pair["options=".len()..]);
-                    *pair = format!(
-                        "options={}",
-                        percent_encode(&format!("{existing} {setting}"))
-                    );
+                    *pair = format!("options={}", percent_encode(&format!("{existing} {setting}")));
                 }
                 None => pairs.push(format!("options={}", percent_encode(&setting))),
             }
@@ -372,25 +310,17 @@ fn split_url(url: &str) -> Option<(&str, &str, &str)> {
         .map(|scheme| scheme.len())?;
     let rest = &url[scheme_len..];
     let host_start = rest.find('@').map_or(0, |at| at + 1);
-    let host_end = rest[host_start..]
-        .find(['/', '?'])
-        .map_or(rest.len(), |i| host_start + i);
+    let host_end = rest[host_start..].find(['/', '?']).map_or(rest.len(), |i| host_start + i);
     let after_host = &rest[host_end..];
     let query_start = after_host.find('?').unwrap_or(after_host.len());
-    Some((
-        &url[..scheme_len + host_end],
-        &after_host[..query_start],
-        &after_host[query_start..],
-    ))
+    Some((&url[..scheme_len + host_end], &after_host[..query_start], &after_host[query_start..]))
 }
 
 fn percent_encode(value: &str) -> String {
     value
         .bytes()
         .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (byte as char).to_string()
-            }
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (byte as char).to_string(),
             _ => format!("%{byte:02X}"),
         })
         .collect()
@@ -401,9 +331,7 @@ fn percent_decode(value: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
         match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(byte)) => {
                 out.push(byte);
@@ -432,22 +360,11 @@ fn redact(url: &str) -> String {
         return "(key=value connection string)".to_owned();
     };
     let scheme_end = prefix.find("://").map_or(0, |i| i + 3);
-    let (authority, query) = (
-        &prefix[scheme_end..],
-        if query.contains("password") {
-            ""
-        } else {
-            query
-        },
-    );
+    let (authority, query) = (&prefix[scheme_end..], if query.contains("password") { "" } else { query });
     match authority.find('@') {
         Some(at) => {
             let user = authority[..at].split(':').next().unwrap_or("");
-            format!(
-                "{}{user}{}{path}{query}",
-                &prefix[..scheme_end],
-                &authority[at..]
-            )
+            format!("{}{user}{}{path}{query}", &prefix[..scheme_end], &authority[at..])
         }
         None => format!("{prefix}{path}{query}"),
     }
@@ -493,15 +410,9 @@ fn install_subscriber() -> bool {
         let print = env_flag("TEST_LOG").then(|| {
             let filter = EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| EnvFilter::new("info,clinic=debug,clinic_core=debug"));
-            tracing_subscriber::fmt::layer()
-                .with_test_writer()
-                .with_filter(filter)
+            tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter)
         });
-        tracing_subscriber::registry()
-            .with(capture)
-            .with(print)
-            .try_init()
-            .is_ok()
+        tracing_subscriber::registry().with(capture).with(print).try_init().is_ok()
     })
 }
 
@@ -523,9 +434,7 @@ pub fn capture_logs() -> CapturedLogs {
          installed first; call clinic_testkit::init_test_logging() instead of installing one"
     );
     CAPTURING.store(true, Ordering::SeqCst);
-    CapturedLogs {
-        start: lock_captured().len(),
-    }
+    CapturedLogs { start: lock_captured().len() }
 }
 
 /// A window on the captured log, from the moment [`capture_logs`] was called.
@@ -548,17 +457,12 @@ impl CapturedLogs {
 
     /// The captured lines parsed as JSON (lines that fail to parse are skipped).
     pub fn json_lines(&self) -> Vec<serde_json::Value> {
-        self.text()
-            .lines()
-            .filter_map(|line| serde_json::from_str(line).ok())
-            .collect()
+        self.text().lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
     }
 }
 
 fn lock_captured() -> std::sync::MutexGuard<'static, Vec<u8>> {
-    CAPTURED
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    CAPTURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct CaptureWriter;
@@ -608,21 +512,14 @@ mod tests {
         first
             .client()
             .await
-            .execute(
-                "INSERT INTO workspaces (id, name) VALUES (gen_random_uuid(), 'isolation probe')",
-                &[],
-            )
+            .execute("INSERT INTO workspaces (id, name) VALUES (gen_random_uuid(), 'isolation probe')", &[])
             .await
             .unwrap();
         let count = |db: &TestDb| {
             let pool = db.pool.clone();
             async move {
                 let client = pool.get().await.unwrap();
-                client
-                    .query_one("SELECT count(*) FROM workspaces", &[])
-                    .await
-                    .unwrap()
-                    .get::<_, i64>(0)
+                client.query_one("SELECT count(*) FROM workspaces", &[]).await.unwrap().get::<_, i64>(0)
             }
         };
         assert_eq!(count(&first).await, 1);
@@ -640,31 +537,20 @@ mod tests {
     #[tokio::test]
     async fn url_for_role_connects_as_that_role() {
         let db = fresh_db().await;
-        let client = db::connect_single(&db.url_for_role("clinic_app"), None, None)
-            .await
-            .unwrap();
-        let row = client
-            .query_one("SELECT current_user::text, current_database()::text", &[])
-            .await
-            .unwrap();
+        let client = db::connect_single(&db.url_for_role("clinic_app"), None, None).await.unwrap();
+        let row = client.query_one("SELECT current_user::text, current_database()::text", &[]).await.unwrap();
         assert_eq!(row.get::<_, String>(0), "clinic_app");
         assert_eq!(row.get::<_, String>(1), db.name);
     }
 
     #[test]
     fn dropping_outside_a_runtime_works() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let db = runtime.block_on(fresh_db());
         let name = db.name.clone();
         drop(runtime);
         drop(db);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         assert!(!runtime.block_on(database_exists(&name)));
     }
 
@@ -673,28 +559,20 @@ mod tests {
         let name = template_name();
         assert_eq!(name, template_name());
         assert_eq!(name.len(), "clinic_template_".len() + 16);
-        assert!(name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+        assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
     }
 
     #[test]
     fn connection_strings_are_rewritten() {
         assert_eq!(
-            with_database(
-                "postgres://postgres@127.0.0.1:5432/postgres",
-                "clinic_test_x"
-            ),
+            with_database("postgres://postgres@127.0.0.1:5432/postgres", "clinic_test_x"),
             "postgres://postgres@127.0.0.1:5432/clinic_test_x"
         );
         assert_eq!(
             with_database("postgresql://u:p%2Fw@db:5432?sslmode=require", "t"),
             "postgresql://u:p%2Fw@db:5432/t?sslmode=require"
         );
-        assert_eq!(
-            with_database("host=db user=u", "t"),
-            "host=db user=u dbname='t'"
-        );
+        assert_eq!(with_database("host=db user=u", "t"), "host=db user=u dbname='t'");
         assert_eq!(
             with_role("postgres://u@h/d", "clinic_app"),
             "postgres://u@h/d?options=-c%20role%3Dclinic_app"
@@ -704,9 +582,8 @@ mod tests {
             "postgres://u@h/d?sslmode=disable&options=-c%20a%3Db%20-c%20role%3Dr"
         );
         assert_eq!(with_role("host=h", "r"), "host=h options='-c role=r'");
-        let config: tokio_postgres::Config = with_role("postgres://u@h/d?sslmode=disable", "r")
-            .parse()
-            .unwrap();
+        let config: tokio_postgres::Config =
+            with_role("postgres://u@h/d?sslmode=disable", "r").parse().unwrap();
         assert_eq!(config.get_options(), Some("-c role=r"));
         assert_eq!(config.get_dbname(), Some("d"));
         assert_eq!(redact("postgres://u:secret@h:1/d"), "postgres://u@h:1/d");
@@ -721,10 +598,7 @@ mod tests {
         let text = logs.text();
         assert!(text.contains("Ada Lovelace"), "{text}");
         assert!(logs.contains("deep trace"));
-        assert!(logs
-            .json_lines()
-            .iter()
-            .any(|line| line["fields"]["planted"] == "Ada Lovelace"));
+        assert!(logs.json_lines().iter().any(|line| line["fields"]["planted"] == "Ada Lovelace"));
         let later = capture_logs();
         assert!(!later.contains("Ada Lovelace"));
     }

@@ -48,7 +48,13 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
     let pool = connect_pool(&app_url, 16, None)?;
     let (workspace_id, admin_id) = seed(&pool).await?;
     let secret = crate::settings::jwt_secret()?;
-    let token = issue_token(secret.as_bytes(), workspace_id, admin_id.ulid(), Role::Admin, Duration::from_secs(7 * 24 * 3600))?;
+    let token = issue_token(
+        secret.as_bytes(),
+        workspace_id,
+        admin_id.ulid(),
+        Role::Admin,
+        Duration::from_secs(7 * 24 * 3600),
+    )?;
 
     let dispatcher = crate::commands::dispatch::spawn(&app_url, pool.clone()).await?;
 

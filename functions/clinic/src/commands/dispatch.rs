@@ -58,18 +58,18 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let transport: Arc<dyn Transport> = match transport {
-            "local" => Arc::new(LocalTransport::new(pool.clone())),
-            "sqs" => {
-                let (transport, queues, client) = sqs_transport().await?;
-                let state = Arc::new(clinic_listener::State::new(pool.clone()));
-                for url in queues {
-                    let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
-                    tasks.push(tokio::spawn(consumer));
-                }
-                Arc::new(transport)
+        "local" => Arc::new(LocalTransport::new(pool.clone())),
+        "sqs" => {
+            let (transport, queues, client) = sqs_transport().await?;
+            let state = Arc::new(clinic_listener::State::new(pool.clone()));
+            for url in queues {
+                let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
+                tasks.push(tokio::spawn(consumer));
             }
-            other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
-        };
+            Arc::new(transport)
+        }
+        other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
+    };
     let dispatcher = Dispatcher::new(pool, transport, config).with_listen(url, None);
     tasks.push(tokio::spawn(async move {
         let report = dispatcher.run_until(stopped(stop_rx)).await;
@@ -146,7 +146,9 @@ async fn consume(
                 continue; // left for redelivery after the visibility timeout
             }
             if let Some(handle) = message.receipt_handle {
-                if let Err(error) = client.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await {
+                if let Err(error) =
+                    client.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await
+                {
                     tracing::warn!(error = %error, "deleting a handled message failed; it will be redelivered");
                 }
             }

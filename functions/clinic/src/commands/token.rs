@@ -28,7 +28,8 @@ pub fn run(args: TokenArgs) -> anyhow::Result<()> {
     let sub = parse_ulid(&args.sub).map_err(|_| anyhow::anyhow!("--sub must be a ULID"))?;
     let role = Role::parse(&args.role).context("--role must be staff, admin or patient")?;
     let secret = crate::settings::jwt_secret()?;
-    let token = issue_token(secret.as_bytes(), workspace, sub, role, Duration::from_secs(args.ttl_hours * 3600))?;
+    let token =
+        issue_token(secret.as_bytes(), workspace, sub, role, Duration::from_secs(args.ttl_hours * 3600))?;
     println!("{token}");
     Ok(())
 }

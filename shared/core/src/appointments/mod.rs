@@ -70,10 +70,7 @@ pub struct Appointment {
 }
 
 fn required_id<T: std::str::FromStr>(fields: &mut Fields, field: &str) -> Result<T, FieldError> {
-    fields
-        .required_str(field)?
-        .parse()
-        .map_err(|_| FieldError::new(field, "must be a ULID (26 characters)"))
+    fields.required_str(field)?.parse().map_err(|_| FieldError::new(field, "must be a ULID (26 characters)"))
 }
 
 fn slot(fields: &mut Fields) -> Result<TimeSlot, FieldError> {
@@ -201,18 +198,11 @@ fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
     }
 }
 
-pub async fn book(
-    tx: &Tx<'_>,
-    ctx: &Ctx,
-    command: NewAppointment,
-) -> DomainResult<(Appointment, Envelope)> {
+pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResult<(Appointment, Envelope)> {
     if crate::patients::repo::find(tx, ctx.workspace_id, command.patient_id).await?.is_none() {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
-    if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id)
-        .await?
-        .is_none()
-    {
+    if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id).await?.is_none() {
         return Err(FieldError::new("practitionerId", "no such practitioner").into());
     }
     let now = crate::domain::values::now();
@@ -231,8 +221,8 @@ pub async fn book(
         updated_at: now,
     };
     repo::insert(tx, &appointment).await.map_err(map_double_booking)?;
-    let event = append(tx, &ctx.cause, appointment_event(EventType::AppointmentCreated, &appointment))
-        .await?;
+    let event =
+        append(tx, &ctx.cause, appointment_event(EventType::AppointmentCreated, &appointment)).await?;
     Ok((appointment, event))
 }
 
@@ -314,7 +304,8 @@ pub async fn cancel_future_of_patient(
     after: DateTime<Utc>,
 ) -> DomainResult<Vec<Envelope>> {
     let mut events = Vec::new();
-    for mut appointment in repo::lock_booked_of_patient_after(tx, ctx.workspace_id, patient_id, after).await? {
+    for mut appointment in repo::lock_booked_of_patient_after(tx, ctx.workspace_id, patient_id, after).await?
+    {
         appointment.status = AppointmentStatus::Cancelled;
         let (_, event) = save(tx, ctx, appointment, EventType::AppointmentCancelled).await?;
         events.push(event);

@@ -38,8 +38,17 @@ pub async fn insert(client: &impl GenericClient, a: &Appointment) -> Result<(), 
          status, reason, version, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         &[
-            &a.id, &a.workspace_id, &a.patient_id, &a.practitioner_id, &a.starts_at, &a.ends_at,
-            &a.status.as_str(), &a.reason, &a.version, &a.created_at, &a.updated_at,
+            &a.id,
+            &a.workspace_id,
+            &a.patient_id,
+            &a.practitioner_id,
+            &a.starts_at,
+            &a.ends_at,
+            &a.status.as_str(),
+            &a.reason,
+            &a.version,
+            &a.created_at,
+            &a.updated_at,
         ],
     )
     .await
@@ -74,7 +83,11 @@ pub async fn lock_booked_of_patient_after(
         "{SELECT} WHERE workspace_id = $1 AND patient_id = $2 AND status = 'booked' \
          AND starts_at > $3 ORDER BY starts_at, id FOR UPDATE"
     );
-    Ok(sql::query(client, &query, &[&workspace_id, &patient_id, &after]).await?.iter().map(from_row).collect())
+    Ok(sql::query(client, &query, &[&workspace_id, &patient_id, &after])
+        .await?
+        .iter()
+        .map(from_row)
+        .collect())
 }
 
 pub async fn update(client: &impl GenericClient, a: &Appointment) -> Result<(), tokio_postgres::Error> {
@@ -83,8 +96,14 @@ pub async fn update(client: &impl GenericClient, a: &Appointment) -> Result<(), 
         "UPDATE appointments SET starts_at = $3, ends_at = $4, status = $5, cancellation_reason = $6, \
          version = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2",
         &[
-            &a.workspace_id, &a.id, &a.starts_at, &a.ends_at, &a.status.as_str(),
-            &a.cancellation_reason, &a.version, &a.updated_at,
+            &a.workspace_id,
+            &a.id,
+            &a.starts_at,
+            &a.ends_at,
+            &a.status.as_str(),
+            &a.cancellation_reason,
+            &a.version,
+            &a.updated_at,
         ],
     )
     .await

@@ -123,8 +123,12 @@ impl ResourceType {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Actor {
-    Member { id: Ulid },
-    Patient { id: Ulid },
+    Member {
+        id: Ulid,
+    },
+    Patient {
+        id: Ulid,
+    },
     /// Cron jobs and listener-originated mutations.
     System,
 }

@@ -182,8 +182,9 @@ mod tests {
     fn verifies_its_own_tokens_and_rejects_others() {
         let workspace = WorkspaceId::generate();
         let sub = Ulid::generate();
-        let token = issue_token(b"secret-one", workspace, sub, Role::Staff, std::time::Duration::from_secs(60))
-            .unwrap();
+        let token =
+            issue_token(b"secret-one", workspace, sub, Role::Staff, std::time::Duration::from_secs(60))
+                .unwrap();
         let caller = verify_bearer(b"secret-one", &format!("Bearer {token}")).unwrap();
         assert_eq!(caller.workspace_id, workspace);
         assert_eq!(caller.role, Role::Staff);

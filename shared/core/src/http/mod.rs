@@ -64,10 +64,7 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(health::healthz))
         .route("/openapi.json", get(health::openapi))
         .route("/v1/patients", post(patients::create))
-        .route(
-            "/v1/patients/{id}",
-            get(patients::get_one).patch(patients::update).delete(patients::delete),
-        )
+        .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
         .route("/v1/patients/{id}/timeline", get(timelines::patient))
         .route("/v1/practitioners", post(practitioners::create))
         .route("/v1/practitioners/{id}", get(practitioners::get_one))

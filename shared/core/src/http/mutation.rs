@@ -147,7 +147,12 @@ impl<'c> UnitOfWork<'c> {
     }
 
     /// Stores the idempotency key (if any) and commits; answers `status` with the resource.
-    pub async fn finish(self, state: &AppState, status: StatusCode, resource: Resource) -> Result<Response, ApiError> {
+    pub async fn finish(
+        self,
+        state: &AppState,
+        status: StatusCode,
+        resource: Resource,
+    ) -> Result<Response, ApiError> {
         let Some((key, fingerprint)) = self.key else {
             self.tx.commit().await?;
             return Ok(resource.respond(status));
@@ -224,7 +229,12 @@ pub enum PostMutation {
     Complete(AppointmentId, Complete),
 }
 
-async fn apply(tx: &Tx<'_>, ctx: &Ctx, caller: &Caller, mutation: PostMutation) -> DomainResult<(StatusCode, Resource)> {
+async fn apply(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    caller: &Caller,
+    mutation: PostMutation,
+) -> DomainResult<(StatusCode, Resource)> {
     let created = |resource| (StatusCode::CREATED, resource);
     let changed = |(appointment, _)| (StatusCode::OK, Resource::Appointment(appointment));
     Ok(match mutation {
@@ -237,7 +247,9 @@ async fn apply(tx: &Tx<'_>, ctx: &Ctx, caller: &Caller, mutation: PostMutation) 
         PostMutation::BookAppointment(command) => {
             created(Resource::Appointment(appointments::book(tx, ctx, command).await?.0))
         }
-        PostMutation::Reschedule(id, command) => changed(appointments::reschedule(tx, ctx, id, command).await?),
+        PostMutation::Reschedule(id, command) => {
+            changed(appointments::reschedule(tx, ctx, id, command).await?)
+        }
         PostMutation::Cancel(id, command) => {
             let access = caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf);
             changed(appointments::cancel(tx, ctx, access, id, command).await?)
@@ -284,7 +296,8 @@ impl PostRequest {
             Begun::Fresh(uow) => uow,
             Begun::Replayed(response) => return Ok(response),
         };
-        let (status, resource) = apply(uow.tx(), &context(&self.caller, &self.ids), &self.caller, mutation).await?;
+        let (status, resource) =
+            apply(uow.tx(), &context(&self.caller, &self.ids), &self.caller, mutation).await?;
         uow.finish(&self.state, status, resource).await
     }
 }

@@ -76,7 +76,8 @@ struct Problem {
 
 impl ApiError {
     fn problem(&self) -> Problem {
-        let problem = |status, slug, title, detail: String| Problem { status, slug, title, detail, field: None };
+        let problem =
+            |status, slug, title, detail: String| Problem { status, slug, title, detail, field: None };
         match self {
             ApiError::MalformedJson => problem(
                 StatusCode::BAD_REQUEST,
@@ -98,7 +99,12 @@ impl ApiError {
             ),
             ApiError::BadParameter(error) => Problem {
                 field: Some(error.field.clone()),
-                ..problem(StatusCode::BAD_REQUEST, "invalid-parameter", "Invalid parameter", error.to_string())
+                ..problem(
+                    StatusCode::BAD_REQUEST,
+                    "invalid-parameter",
+                    "Invalid parameter",
+                    error.to_string(),
+                )
             },
             ApiError::Unauthenticated => problem(
                 StatusCode::UNAUTHORIZED,
@@ -148,12 +154,9 @@ fn domain_problem(error: &DomainError) -> Problem {
         DomainError::NotFound => {
             problem(StatusCode::NOT_FOUND, "not-found", "Not found", "No such resource.".into())
         }
-        DomainError::Forbidden => problem(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "Forbidden",
-            "Your role does not allow this.".into(),
-        ),
+        DomainError::Forbidden => {
+            problem(StatusCode::FORBIDDEN, "forbidden", "Forbidden", "Your role does not allow this.".into())
+        }
         DomainError::VersionMismatch { .. } => Problem {
             field: Some("expectedVersion".into()),
             ..problem(StatusCode::CONFLICT, "version-mismatch", "Version mismatch", error.to_string())
@@ -221,10 +224,9 @@ fn problem_response(problem: Problem) -> Response {
         body["field"] = json!(field);
     }
     let mut response = (problem.status, body.to_string()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("application/problem+json"),
-    );
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/problem+json"));
     if problem.status == StatusCode::SERVICE_UNAVAILABLE {
         response.headers_mut().insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
     }

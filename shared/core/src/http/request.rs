@@ -88,7 +88,8 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
                 .and_then(|value| value.split(';').next())
                 .map(|mime| {
                     let mime = mime.trim().to_ascii_lowercase();
-                    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+                    mime == "application/json"
+                        || (mime.starts_with("application/") && mime.ends_with("+json"))
                 })
                 .unwrap_or(false);
             if !is_json {

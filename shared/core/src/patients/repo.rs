@@ -32,8 +32,16 @@ pub async fn insert(client: &impl GenericClient, p: &Patient) -> Result<(), toki
          date_of_birth, version, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         &[
-            &p.id, &p.workspace_id, &p.given_name, &p.family_name, &p.email, &p.phone,
-            &p.date_of_birth, &p.version, &p.created_at, &p.updated_at,
+            &p.id,
+            &p.workspace_id,
+            &p.given_name,
+            &p.family_name,
+            &p.email,
+            &p.phone,
+            &p.date_of_birth,
+            &p.version,
+            &p.created_at,
+            &p.updated_at,
         ],
     )
     .await
@@ -46,9 +54,8 @@ pub async fn find(
     workspace_id: WorkspaceId,
     id: PatientId,
 ) -> Result<Option<Patient>, tokio_postgres::Error> {
-    let query = format!(
-        "SELECT {COLUMNS} FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL"
-    );
+    let query =
+        format!("SELECT {COLUMNS} FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL");
     Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
 
@@ -71,8 +78,15 @@ pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), toki
         "UPDATE patients SET given_name = $3, family_name = $4, email = $5, phone = $6, \
          date_of_birth = $7, version = $8, updated_at = $9 WHERE workspace_id = $1 AND id = $2",
         &[
-            &p.workspace_id, &p.id, &p.given_name, &p.family_name, &p.email, &p.phone,
-            &p.date_of_birth, &p.version, &p.updated_at,
+            &p.workspace_id,
+            &p.id,
+            &p.given_name,
+            &p.family_name,
+            &p.email,
+            &p.phone,
+            &p.date_of_birth,
+            &p.version,
+            &p.updated_at,
         ],
     )
     .await

@@ -46,10 +46,8 @@ impl TryFrom<Value> for NewPractitioner {
     fn try_from(body: Value) -> Result<Self, FieldError> {
         let mut fields = Fields::new(body)?;
         let display_name = Name::parse("displayName", fields.required_str("displayName")?)?;
-        let specialty = fields
-            .optional_str("specialty")?
-            .map(|raw| Specialty::parse("specialty", raw))
-            .transpose()?;
+        let specialty =
+            fields.optional_str("specialty")?.map(|raw| Specialty::parse("specialty", raw)).transpose()?;
         fields.finish()?;
         Ok(Self { display_name, specialty })
     }

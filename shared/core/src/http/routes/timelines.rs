@@ -30,11 +30,11 @@ impl PageRequest {
     pub fn parse(query: &HashMap<String, String>) -> Result<Self, ApiError> {
         let limit = match query.get("limit") {
             None => 50,
-            Some(raw) => raw
-                .parse::<i64>()
-                .ok()
-                .filter(|limit| (1..=100).contains(limit))
-                .ok_or_else(|| ApiError::BadParameter(FieldError::new("limit", "must be an integer from 1 to 100")))?,
+            Some(raw) => {
+                raw.parse::<i64>().ok().filter(|limit| (1..=100).contains(limit)).ok_or_else(|| {
+                    ApiError::BadParameter(FieldError::new("limit", "must be an integer from 1 to 100"))
+                })?
+            }
         };
         Ok(Self { limit, cursor: query.get("cursor").cloned() })
     }
@@ -44,8 +44,9 @@ impl PageRequest {
         self.cursor
             .as_deref()
             .map(|raw| {
-                cursor::decode(key, scope, raw)
-                    .ok_or_else(|| ApiError::BadParameter(FieldError::new("cursor", "is not a cursor this server issued")))
+                cursor::decode(key, scope, raw).ok_or_else(|| {
+                    ApiError::BadParameter(FieldError::new("cursor", "is not a cursor this server issued"))
+                })
             })
             .transpose()
     }
