@@ -4,14 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use chrono::Utc;
-use clinic_core::appointments::{self, NewAppointment};
-use clinic_core::context::Ctx;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
-use clinic_core::domain::values::TimeSlot;
-use clinic_core::events::{Actor, Cause};
-use clinic_core::ids::{CorrelationId, RequestId, WorkspaceId};
-use clinic_core::{patients, practitioners, workspaces};
 use clinic_dispatcher::{handle, Mode, State};
 use clinic_testkit::TestDb;
 use lambda_runtime::{Context, LambdaEvent};
@@ -35,29 +28,7 @@ fn scheduled_event(detail: Value) -> LambdaEvent<EventBridgeEvent<Value>> {
 async fn booked() -> TestDb {
     clinic_testkit::init_test_logging();
     let db = clinic_testkit::fresh_db().await;
-    let workspace = WorkspaceId::generate();
-    let mut client = db.client().await;
-    workspaces::insert_workspace(&client, workspace, "Test clinic").await.unwrap();
-    let ctx = Ctx {
-        workspace_id: workspace,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-        },
-    };
-    let tx = client.transaction().await.unwrap();
-    let patient = json!({"givenName": "Grace", "familyName": "Hopper"}).try_into().unwrap();
-    let (patient, _) = patients::create(&tx, &ctx, patient).await.unwrap();
-    let practitioner = json!({"displayName": "Dr. Strange"}).try_into().unwrap();
-    let (practitioner, _) = practitioners::create(&tx, &ctx, practitioner).await.unwrap();
-    let starts_at = Utc::now() + chrono::Duration::hours(24);
-    let slot = TimeSlot::new(starts_at, starts_at + chrono::Duration::minutes(30)).unwrap();
-    appointments::book(&tx, &ctx, NewAppointment::new(patient.id, practitioner.id, slot, None))
-        .await
-        .unwrap();
-    tx.commit().await.unwrap();
-    drop(client);
+    clinic_testkit::seed::booked_appointments(&db, 1).await;
     db
 }
 

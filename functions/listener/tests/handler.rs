@@ -6,17 +6,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
-use chrono::Utc;
-use clinic_core::appointments::{self, NewAppointment};
-use clinic_core::context::Ctx;
 use clinic_core::db::Tx;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
-use clinic_core::domain::values::TimeSlot;
-use clinic_core::events::{Actor, Cause, Envelope};
-use clinic_core::ids::{CorrelationId, RequestId, WorkspaceId};
+use clinic_core::events::Envelope;
 use clinic_core::listeners::Listener;
 use clinic_core::notifications::{NewNotification, Notified, Notifier, NotifyError};
-use clinic_core::{patients, practitioners, workspaces};
 use clinic_listener::{handle, State};
 use clinic_sqs::testing::{create_queues, Emulator};
 use clinic_sqs::{to_cloud_event, SqsTransport};
@@ -27,28 +21,7 @@ use serde_json::{json, Value};
 async fn booked() -> (TestDb, Envelope) {
     clinic_testkit::init_test_logging();
     let db = clinic_testkit::fresh_db().await;
-    let workspace = WorkspaceId::generate();
-    let mut client = db.client().await;
-    workspaces::insert_workspace(&client, workspace, "Test clinic").await.unwrap();
-    let ctx = Ctx {
-        workspace_id: workspace,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-        },
-    };
-    let tx = client.transaction().await.unwrap();
-    let patient = json!({"givenName": "Grace", "familyName": "Hopper"}).try_into().unwrap();
-    let (patient, _) = patients::create(&tx, &ctx, patient).await.unwrap();
-    let practitioner = json!({"displayName": "Dr. Strange"}).try_into().unwrap();
-    let (practitioner, _) = practitioners::create(&tx, &ctx, practitioner).await.unwrap();
-    let starts_at = Utc::now() + chrono::Duration::hours(24);
-    let slot = TimeSlot::new(starts_at, starts_at + chrono::Duration::minutes(30)).unwrap();
-    let command = NewAppointment::new(patient.id, practitioner.id, slot, None);
-    let (_, event) = appointments::book(&tx, &ctx, command).await.unwrap();
-    tx.commit().await.unwrap();
-    drop(client);
+    let event = clinic_testkit::seed::booked_appointments(&db, 1).await.remove(0);
     (db, event)
 }
 

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
 use clinic_core::listeners::Listener;
 
 use crate::config::QueueMap;
@@ -103,4 +104,27 @@ pub async fn create_queues(
         queues.insert(*listener, url);
     }
     Ok(QueueMap::new(queues)?)
+}
+
+/// Receives (and so hides for the visibility timeout) every message now in the queue, with all
+/// attributes.
+pub async fn receive_all(client: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
+    let mut messages = Vec::new();
+    loop {
+        let output = client
+            .receive_message()
+            .queue_url(url)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .wait_time_seconds(0)
+            .send()
+            .await
+            .expect("ReceiveMessage");
+        let batch = output.messages.unwrap_or_default();
+        if batch.is_empty() {
+            return messages;
+        }
+        messages.extend(batch);
+    }
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+use aws_sdk_sqs::types::Message;
 use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, StartError, Transport};
 use clinic_core::listeners::{self, Listener};
@@ -72,28 +72,13 @@ async fn receive_all(client: &aws_sdk_sqs::Client, queues: &QueueMap) -> Vec<Mes
     let mut messages = Vec::new();
     for listener in Listener::ALL {
         let url = queues.url(*listener).unwrap();
-        loop {
-            let output = client
-                .receive_message()
-                .queue_url(url)
-                .max_number_of_messages(10)
-                .message_attribute_names("All")
-                .message_system_attribute_names(MessageSystemAttributeName::All)
-                .wait_time_seconds(0)
-                .send()
-                .await
-                .unwrap();
-            let batch = output.messages.unwrap_or_default();
-            if batch.is_empty() {
-                break;
+        let batch = clinic_sqs::testing::receive_all(client, url).await;
+        for message in &batch {
+            if let Some(handle) = message.receipt_handle() {
+                client.delete_message().queue_url(url).receipt_handle(handle).send().await.unwrap();
             }
-            for message in &batch {
-                if let Some(handle) = message.receipt_handle() {
-                    client.delete_message().queue_url(url).receipt_handle(handle).send().await.unwrap();
-                }
-            }
-            messages.extend(batch);
         }
+        messages.extend(batch);
     }
     messages
 }

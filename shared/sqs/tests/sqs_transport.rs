@@ -6,20 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use chrono::Utc;
-use clinic_core::appointments::{self, NewAppointment};
-use clinic_core::context::Ctx;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, StepOutcome};
-use clinic_core::domain::values::TimeSlot;
-use clinic_core::events::{Actor, Cause, Envelope};
-use clinic_core::ids::{CorrelationId, RequestId, WorkspaceId};
+use clinic_core::events::Envelope;
 use clinic_core::listeners::Listener;
 use clinic_core::outbox::{Backoff, Jitter};
-use clinic_core::{patients, practitioners, workspaces};
 use clinic_sqs::testing::{create_queues, Emulator};
 use clinic_sqs::{parse_message, QueueMap, SqsTransport};
 use clinic_testkit::TestDb;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 fn config() -> DispatchConfig {
     DispatchConfig {
@@ -37,53 +31,8 @@ fn config() -> DispatchConfig {
 async fn booked(count: usize) -> (TestDb, Vec<Envelope>) {
     clinic_testkit::init_test_logging();
     let db = clinic_testkit::fresh_db().await;
-    let workspace = WorkspaceId::generate();
-    let mut client = db.client().await;
-    workspaces::insert_workspace(&client, workspace, "Test clinic").await.unwrap();
-    let ctx = Ctx {
-        workspace_id: workspace,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-        },
-    };
-    let tx = client.transaction().await.unwrap();
-    let patient = json!({"givenName": "Grace", "familyName": "Hopper", "phone": "+1 555 0100"});
-    let (patient, _) = patients::create(&tx, &ctx, patient.try_into().unwrap()).await.unwrap();
-    let practitioner = json!({"displayName": "Dr. Strange"}).try_into().unwrap();
-    let (practitioner, _) = practitioners::create(&tx, &ctx, practitioner).await.unwrap();
-    let mut events = Vec::new();
-    for i in 0..count {
-        let starts_at = Utc::now() + chrono::Duration::hours(24 + i as i64);
-        let slot = TimeSlot::new(starts_at, starts_at + chrono::Duration::minutes(30)).unwrap();
-        let command = NewAppointment::new(patient.id, practitioner.id, slot, None);
-        events.push(appointments::book(&tx, &ctx, command).await.unwrap().1);
-    }
-    tx.commit().await.unwrap();
-    drop(client);
+    let events = clinic_testkit::seed::booked_appointments(&db, count).await;
     (db, events)
-}
-
-async fn receive_all(client: &aws_sdk_sqs::Client, url: &str) -> Vec<Message> {
-    let mut messages = Vec::new();
-    loop {
-        let output = client
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .message_system_attribute_names(MessageSystemAttributeName::All)
-            .wait_time_seconds(0)
-            .send()
-            .await
-            .unwrap();
-        let batch = output.messages.unwrap_or_default();
-        if batch.is_empty() {
-            return messages;
-        }
-        messages.extend(batch);
-    }
 }
 
 fn listener_attribute(message: &Message) -> Option<String> {
@@ -114,7 +63,7 @@ async fn every_body_is_a_cloudevent_with_the_required_attributes() {
 
     let by_id: HashMap<String, &Envelope> = events.iter().map(|e| (e.id.to_string(), e)).collect();
     for listener in [Listener::PatientBookingConfirmation, Listener::PractitionerScheduleChange] {
-        let messages = receive_all(&sqs, queues.url(listener).unwrap()).await;
+        let messages = clinic_sqs::testing::receive_all(&sqs, queues.url(listener).unwrap()).await;
         assert_eq!(messages.len(), 12, "{listener}");
         for message in &messages {
             let body = message.body().unwrap();
@@ -156,7 +105,7 @@ async fn fifo_queues_get_the_resource_as_group_and_event_listener_as_dedup_id() 
     for listener in [Listener::PatientBookingConfirmation, Listener::PractitionerScheduleChange] {
         let url = queues.url(listener).unwrap();
         assert!(url.ends_with(".fifo"));
-        let messages = receive_all(&sqs, url).await;
+        let messages = clinic_sqs::testing::receive_all(&sqs, url).await;
         assert_eq!(messages.len(), 1);
         let attributes = messages[0].attributes().unwrap();
         assert_eq!(attributes[&MessageSystemAttributeName::MessageGroupId], event.resource_id.to_string());
@@ -221,6 +170,16 @@ async fn a_failing_queue_fails_only_its_starts_and_the_retry_sends_only_those() 
     );
     let report = second.drain_once().await.unwrap();
     assert_eq!((report.totals.started, report.totals.dispatched), (1, 1));
-    assert_eq!(receive_all(&sqs, good.url(Listener::PatientBookingConfirmation).unwrap()).await.len(), 1);
-    assert_eq!(receive_all(&sqs, good.url(Listener::PractitionerScheduleChange).unwrap()).await.len(), 1);
+    assert_eq!(
+        clinic_sqs::testing::receive_all(&sqs, good.url(Listener::PatientBookingConfirmation).unwrap())
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(
+        clinic_sqs::testing::receive_all(&sqs, good.url(Listener::PractitionerScheduleChange).unwrap())
+            .await
+            .len(),
+        1
+    );
 }

@@ -21,6 +21,7 @@
 //!   prints to the test writer only when `TEST_LOG=1` (filtered by `RUST_LOG` when set).
 
 pub mod app;
+pub mod seed;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};

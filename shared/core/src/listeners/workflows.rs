@@ -57,73 +57,20 @@ async fn work(
     listener: Listener,
     env: &Envelope,
 ) -> Result<ListenerOutcome, ListenerError> {
-    match listener {
-        Listener::CancelFutureAppointments => cancel_future_appointments(tx, env).await,
-        Listener::PatientBookingConfirmation => {
-            notify_about_appointment(
-                tx,
-                notifier,
-                listener,
-                env,
-                Recipient::Patient,
-                Freshness::Current,
-                "appointment.booking_confirmation",
-            )
-            .await
-        }
-        Listener::PatientRescheduleNotice => {
-            notify_about_appointment(
-                tx,
-                notifier,
-                listener,
-                env,
-                Recipient::Patient,
-                Freshness::Current,
-                "appointment.reschedule_notice",
-            )
-            .await
-        }
-        Listener::PatientReminder => {
-            notify_about_appointment(
-                tx,
-                notifier,
-                listener,
-                env,
-                Recipient::Patient,
-                Freshness::Current,
-                "appointment.reminder",
-            )
-            .await
-        }
-        Listener::PatientCancellationNotice => {
-            notify_about_appointment(
-                tx,
-                notifier,
-                listener,
-                env,
-                Recipient::Patient,
-                Freshness::Any,
-                "appointment.cancellation_notice",
-            )
-            .await
-        }
-        Listener::PractitionerScheduleChange => {
-            let (freshness, template) = match env.event_type {
-                EventType::AppointmentCancelled => (Freshness::Any, "appointment.schedule_change.cancelled"),
-                _ => (Freshness::StillBooked, "appointment.schedule_change.booked"),
-            };
-            notify_about_appointment(
-                tx,
-                notifier,
-                listener,
-                env,
-                Recipient::Practitioner,
-                freshness,
-                template,
-            )
-            .await
-        }
-    }
+    use Freshness::{Any, Current, StillBooked};
+    use Recipient::{Patient, Practitioner};
+    let (recipient, freshness, template) = match listener {
+        Listener::CancelFutureAppointments => return cancel_future_appointments(tx, env).await,
+        Listener::PatientBookingConfirmation => (Patient, Current, "appointment.booking_confirmation"),
+        Listener::PatientRescheduleNotice => (Patient, Current, "appointment.reschedule_notice"),
+        Listener::PatientReminder => (Patient, Current, "appointment.reminder"),
+        Listener::PatientCancellationNotice => (Patient, Any, "appointment.cancellation_notice"),
+        Listener::PractitionerScheduleChange => match env.event_type {
+            EventType::AppointmentCancelled => (Practitioner, Any, "appointment.schedule_change.cancelled"),
+            _ => (Practitioner, StillBooked, "appointment.schedule_change.booked"),
+        },
+    };
+    notify_about_appointment(tx, notifier, listener, env, recipient, freshness, template).await
 }
 
 #[derive(Debug, Clone, Copy)]
