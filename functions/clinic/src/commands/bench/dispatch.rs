@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport, StepOutcome};
+use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
@@ -297,7 +298,8 @@ async fn real_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
     // as the raw loop's is.
     let pool = db.app_pool(1)?;
     let backend: i32 = pool.get().await?.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-    let dispatcher = Dispatcher::new(pool, Arc::new(NoopTransport), config(batch));
+    let dispatcher =
+        Dispatcher::new(pool, Arc::new(NoopTransport), config(batch)).with_metrics(MetricsMode::Off);
     let cpu = CpuMeter::start(backend);
     let started = Instant::now();
     let report = dispatcher.drain_once().await?;
@@ -435,7 +437,8 @@ async fn sustained(
         None
     };
 
-    let dispatcher = Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch));
+    let dispatcher = Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch))
+        .with_metrics(MetricsMode::Off);
     let mut rates = Vec::new();
     let mut window_start = Instant::now();
     let mut window_events = 0u64;
@@ -472,7 +475,10 @@ async fn sustained(
         .await?
         .get(0);
     // Leave no backlog for the next run.
-    Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch)).drain_once().await?;
+    Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch))
+        .with_metrics(MetricsMode::Off)
+        .drain_once()
+        .await?;
     Ok(Sustained { rates, dead_tuples_at_end, vacuums: vacuums.load(Ordering::Relaxed) })
 }
 

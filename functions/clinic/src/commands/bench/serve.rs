@@ -80,6 +80,8 @@ impl ServerChild {
         let mut child = command
             .env(URL_VAR, app_url)
             .env(SECRET_VAR, secret)
+            // The dispatcher's EMF metric lines would go to our stdout pipe; the bench has no use for them.
+            .env("CLINIC_METRICS", "off")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -93,6 +95,8 @@ impl ServerChild {
             .await
             .context("the bench server child did not start within 30 s")??
             .context("the bench server child exited during start-up")?;
+        // Keep reading whatever else the child prints, so it never writes into a closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         let address: SocketAddr = line
             .strip_prefix("listening ")
             .and_then(|a| a.parse().ok())

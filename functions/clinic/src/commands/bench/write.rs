@@ -19,6 +19,7 @@ use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport};
 use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 use ulid::Ulid;
@@ -179,6 +180,7 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
     // The backlog of the runs above is drained untimed, so the next run measures only its own events.
     let pool = db.app_pool(4)?;
     let backlog = Dispatcher::new(pool.clone(), Arc::new(NoopTransport), DispatchConfig::default())
+        .with_metrics(MetricsMode::Off)
         .drain_once()
         .await?;
     eprintln!(
@@ -187,6 +189,7 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
     );
     let dispatcher = Arc::new(
         Dispatcher::new(pool.clone(), Arc::new(NoopTransport), DispatchConfig::default())
+            .with_metrics(MetricsMode::Off)
             .with_listen(db.app_url(), None),
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
