@@ -108,6 +108,18 @@ impl RunResult {
         )
     }
 
+    /// Waits for every client task and merges their results.
+    async fn join(
+        tasks: Vec<tokio::task::JoinHandle<RunResult>>,
+        what: &'static str,
+    ) -> anyhow::Result<RunResult> {
+        let mut results = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            results.push(task.await.context(what)?);
+        }
+        Ok(RunResult::merge(results))
+    }
+
     fn merge(runs: Vec<RunResult>) -> RunResult {
         let mut merged = RunResult {
             completed: 0,
@@ -353,11 +365,7 @@ async fn api_run(
             result
         }));
     }
-    let mut results = Vec::with_capacity(clients);
-    for task in tasks {
-        results.push(task.await.context("a bench client task failed")?);
-    }
-    Ok(RunResult::merge(results))
+    RunResult::join(tasks, "a bench client task failed").await
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -495,11 +503,7 @@ async fn raw_run(
             result
         }));
     }
-    let mut results = Vec::with_capacity(clients);
-    for task in tasks {
-        results.push(task.await.context("a raw client task failed")?);
-    }
-    Ok(RunResult::merge(results))
+    RunResult::join(tasks, "a raw client task failed").await
 }
 
 /// A stand-in for a dispatcher that is idle and LISTENing: registered in `outbox_waiters` for the
