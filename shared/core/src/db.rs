@@ -141,6 +141,11 @@ pub struct Migration {
 pub const MIGRATIONS: &[Migration] = &[
     Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
     Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
+    Migration {
+        version: 3,
+        name: "workspace_settings_and_disclosures",
+        sql: include_str!("../../../migrations/V3__workspace_settings_and_disclosures.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

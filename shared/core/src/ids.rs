@@ -159,6 +159,10 @@ typed_id!(
     ClaimToken
 );
 typed_id!(
+    /// One row of the accounting of disclosures (`patient_disclosures`).
+    DisclosureId
+);
+typed_id!(
     /// A request received by the API (used as the causation id of the event it causes).
     RequestId
 );

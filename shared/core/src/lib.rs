@@ -7,6 +7,7 @@ pub mod appointments;
 pub mod config;
 pub mod context;
 pub mod db;
+pub mod disclosures;
 pub mod dispatch;
 pub mod domain;
 pub mod error;

@@ -50,3 +50,14 @@ pub async fn first_admin(
     .await?;
     Ok(row.map(|row| (row.get(0), row.get(1))))
 }
+
+/// The workspace's IANA time zone name (`workspaces.time_zone`, default `UTC`), used to render times
+/// for people. `None` when the workspace does not exist.
+pub async fn time_zone(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    let row =
+        sql::query_opt(client, "SELECT time_zone FROM workspaces WHERE id = $1", &[&workspace_id]).await?;
+    Ok(row.map(|row| row.get(0)))
+}
