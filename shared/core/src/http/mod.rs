@@ -9,10 +9,11 @@
 
 pub mod auth;
 pub mod cursor;
-pub mod mutation;
+pub mod idempotency;
 pub mod problem;
 pub mod request;
 mod routes;
+pub mod unit_of_work;
 
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post};
