@@ -47,6 +47,32 @@ struct BIds {
 }
 
 impl BIds {
+    /// A practitioner, a patient (`patient_body`), its appointment at `starts_at` (30 minutes) and a dead
+    /// outbox row — the state in which every operator action would act — created with `admin`.
+    async fn seed(app: &TestApp, admin: &str, patient_body: Value, starts_at: &str) -> BIds {
+        let practitioner = app.create_practitioner(admin).await;
+        let patient = app.create_patient(admin, patient_body).await;
+        let start = chrono::DateTime::parse_from_rfc3339(starts_at).unwrap();
+        let ends_at = (start + chrono::Duration::minutes(30)).to_rfc3339();
+        let appointment = app.book(admin, &patient, &practitioner, starts_at, &ends_at).await;
+        let conn = app.db.pool.get().await.unwrap();
+        let dead: uuid::Uuid = conn
+            .query_one(
+                "UPDATE event_outbox SET status = 'dead', last_error_code = 'probe' WHERE event_id = \
+                 (SELECT id FROM events WHERE type = 'appointment.created' LIMIT 1) RETURNING event_id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        BIds {
+            patient: patient["id"].as_str().unwrap().to_owned(),
+            practitioner: practitioner["id"].as_str().unwrap().to_owned(),
+            appointment: appointment["id"].as_str().unwrap().to_owned(),
+            dead_event: ulid::Ulid::from(dead).to_string(),
+        }
+    }
+
     fn all(&self) -> [&str; 4] {
         [&self.patient, &self.practitioner, &self.appointment, &self.dead_event]
     }
@@ -86,33 +112,13 @@ fn shape(response: &TestResponse) -> (u16, Value) {
 async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
     let app = TestApp::new().await;
     let b = app.add_workspace().await;
-    let practitioner = app.create_practitioner(&b.admin).await;
-    let patient = app
-        .create_patient(
-            &b.admin,
-            json!({"givenName": "Bathsheba", "familyName": "Onlyinb", "email": "b@only.test"}),
-        )
-        .await;
-    let appointment =
-        app.book(&b.admin, &patient, &practitioner, "2035-05-01T09:00:00Z", "2035-05-01T09:30:00Z").await;
-    // A dead outbox row of B: the state in which every operator action would act.
-    let conn = app.db.pool.get().await.unwrap();
-    let dead: uuid::Uuid = conn
-        .query_one(
-            "UPDATE event_outbox SET status = 'dead', last_error_code = 'probe' WHERE event_id = \
-             (SELECT id FROM events WHERE type = 'appointment.created' LIMIT 1) RETURNING event_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    drop(conn);
-    let b_ids = BIds {
-        patient: patient["id"].as_str().unwrap().to_owned(),
-        practitioner: practitioner["id"].as_str().unwrap().to_owned(),
-        appointment: appointment["id"].as_str().unwrap().to_owned(),
-        dead_event: ulid::Ulid::from(dead).to_string(),
-    };
+    let b_ids = BIds::seed(
+        &app,
+        &b.admin,
+        json!({"givenName": "Bathsheba", "familyName": "Onlyinb", "email": "b@only.test"}),
+        "2035-05-01T09:00:00Z",
+    )
+    .await;
     let b_workspace = b.id.to_string();
     let before = b_state(&app, &b_workspace).await;
 
@@ -201,34 +207,16 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
 async fn every_route_of_another_patient_looks_missing_to_a_patient() {
     let app = TestApp::new().await;
     let a = app.workspace.clone();
-    let practitioner = app.create_practitioner(&a.admin).await;
-    let other = app
-        .create_patient(
-            &a.admin,
-            json!({"givenName": "Otheria", "familyName": "Notyours", "phone": "+15550100"}),
-        )
-        .await;
-    let appointment =
-        app.book(&a.admin, &other, &practitioner, "2035-06-01T09:00:00Z", "2035-06-01T09:30:00Z").await;
-    let conn = app.db.pool.get().await.unwrap();
-    let dead: uuid::Uuid = conn
-        .query_one(
-            "UPDATE event_outbox SET status = 'dead', last_error_code = 'probe' WHERE event_id = \
-             (SELECT id FROM events WHERE type = 'appointment.created' LIMIT 1) RETURNING event_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    drop(conn);
-    let theirs = BIds {
-        patient: other["id"].as_str().unwrap().to_owned(),
-        practitioner: practitioner["id"].as_str().unwrap().to_owned(),
-        appointment: appointment["id"].as_str().unwrap().to_owned(),
-        dead_event: ulid::Ulid::from(dead).to_string(),
-    };
+    let theirs = BIds::seed(
+        &app,
+        &a.admin,
+        json!({"givenName": "Otheria", "familyName": "Notyours", "phone": "+15550100"}),
+        "2035-06-01T09:00:00Z",
+    )
+    .await;
     let me = app.create_patient(&a.staff, json!({"givenName": "Me", "familyName": "Patient"})).await;
     let me_id: ulid::Ulid = me["id"].as_str().unwrap().parse().unwrap();
+    let practitioner = json!({"id": theirs.practitioner});
     let mine = app.book(&a.staff, &me, &practitioner, "2035-06-01T10:00:00Z", "2035-06-01T10:30:00Z").await;
     let patient = token(a.id, me_id, Role::Patient);
     let workspace = a.id.to_string();
