@@ -7,6 +7,12 @@
 //!   constraint decides (back-to-back slots are allowed), and its violation answers `DoubleBooked`.
 //! - Every mutation bumps `version` by exactly one and appends one event linking the appointment, its
 //!   patient and its practitioner. Use cases take the caller's transaction and never commit.
+//! - A booking holds its patient `FOR SHARE` until it commits and refuses a deleted patient; a
+//!   deletion locks the patient `FOR UPDATE`, so the two serialise: either the booking commits first
+//!   (and the deletion's listener cancels it) or it finds no live patient. No booked appointment of a
+//!   deleted patient survives.
+//! - A patient's access ([`Access::OwnAppointmentsOf`]) is part of the repository's query, so another
+//!   patient's appointment is not found and never locked.
 
 pub mod repo;
 
