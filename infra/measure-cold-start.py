@@ -10,11 +10,11 @@ times with the environment Lambda would give it and reports, as medians:
          before it can take an invocation (telemetry, configuration, pool, SQS client). This is
          what Lambda bills as the Init phase.
   first  process start -> the response to a first invocation fed from tests/fixtures/ (API: GET
-         /healthz, which opens the first database connection; listener: an SQS batch whose only
+         /readyz, which opens the first database connection; listener: an SQS batch whose only
          message is unreadable, so no database work; dispatcher: not invoked, its tick runs for the
          whole drain window).
 
-DATABASE_URL must name a reachable PostgreSQL (the API's /healthz connects); the default is the local
+DATABASE_URL must name a reachable PostgreSQL (the API's /readyz connects); the default is the local
 server `tests/run` uses. Nothing is sent to AWS: the dispatcher gets dummy credentials and queue URLs
 and is never invoked. Build the binaries first, e.g.
 
@@ -146,7 +146,7 @@ def first_events():
     sqs = json.loads((FIXTURES / "sqs_listener_batch.json").read_text())
     sqs["Records"] = [r for r in sqs["Records"] if not r["body"].lstrip().startswith('{"specversion"')]
     return {
-        "clinic-api": json.loads((FIXTURES / "apigw_v2_healthz.json").read_text()),
+        "clinic-api": json.loads((FIXTURES / "apigw_v2_readyz.json").read_text()),
         "clinic-listener": sqs,
         "clinic-dispatcher": None,
     }

@@ -8,6 +8,7 @@
 use axum::http::StatusCode;
 use clinic_core::config::{ApiConfig, AuthConfig};
 use clinic_core::db::connect_pool;
+use clinic_core::http::readiness::Readiness;
 use clinic_core::http::AppState;
 use clinic_core::ids::{CorrelationId, MemberId, PatientId, WorkspaceId};
 use clinic_core::workspaces;
@@ -19,6 +20,11 @@ use tower::ServiceExt;
 const CREATE_PATIENT: &str = include_str!("../../../tests/fixtures/apigw_v2_create_patient.json");
 const NO_AUTHORIZER: &str = include_str!("../../../tests/fixtures/apigw_v2_no_authorizer.json");
 const HEALTHZ: &str = include_str!("../../../tests/fixtures/apigw_v2_healthz.json");
+const READYZ: &str = include_str!("../../../tests/fixtures/apigw_v2_readyz.json");
+/// A Cognito access token's claims (UUID `sub`, `client_id`, `token_use`, `cognito:groups` …) plus the
+/// `workspace_id` and `role` a pre-token-generation trigger adds.
+const COGNITO_CREATE_PATIENT: &str =
+    include_str!("../../../tests/fixtures/apigw_v2_cognito_create_patient.json");
 
 /// The Lambda configuration: claims come from API Gateway; cursors are signed with a test key.
 fn lambda_state(db: &TestDb) -> AppState {
@@ -28,6 +34,8 @@ fn lambda_state(db: &TestDb) -> AppState {
         api: ApiConfig {
             auth: AuthConfig::ApiGatewayClaims,
             cursor_key: b"fixture-cursor-key-0123456789".to_vec(),
+            readiness: Readiness::new(std::time::Duration::from_secs(10)),
+            subject_claim: "sub".into(),
         },
     }
 }
@@ -41,10 +49,14 @@ fn claim(fixture: &str, name: &str) -> String {
         .to_owned()
 }
 
-/// Seeds the workspace and the member named by the fixture's claims.
+/// Seeds the workspace and the member named by the fixture's claims (a ULID or a UUID `sub`).
 async fn seed_caller(db: &TestDb, fixture: &str) -> (WorkspaceId, MemberId) {
     let workspace: WorkspaceId = claim(fixture, "workspace_id").parse().expect("workspace id");
-    let member: MemberId = claim(fixture, "sub").parse().expect("member id");
+    let sub = claim(fixture, "sub");
+    let member = match sub.parse::<MemberId>() {
+        Ok(member) => member,
+        Err(_) => MemberId::from_uuid(sub.parse::<uuid::Uuid>().expect("sub is a ULID or a UUID")),
+    };
     let conn = db.client().await;
     workspaces::insert_workspace(&conn, workspace, "Fixture Clinic").await.expect("workspace");
     workspaces::insert_member(&conn, member, workspace, &claim(fixture, "role"), "Front desk")
@@ -134,12 +146,48 @@ async fn a_request_without_authorizer_claims_is_401_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn healthz_needs_no_authorizer_and_reaches_the_database() {
+async fn healthz_is_liveness_and_readyz_reaches_the_database() {
     clinic_testkit::init_test_logging();
     let db = clinic_testkit::fresh_db().await;
     let (status, _, body) = invoke(lambda_state(&db), HEALTHZ).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body, serde_json::json!({"status": "ok"}), "liveness says nothing of the database");
+    let (status, _, body) = invoke(lambda_state(&db), READYZ).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["database"], "ok");
+}
+
+#[tokio::test]
+async fn a_cognito_access_token_with_a_uuid_sub_is_the_member_of_that_id() {
+    clinic_testkit::init_test_logging();
+    let db = clinic_testkit::fresh_db().await;
+    let (workspace, member) = seed_caller(&db, COGNITO_CREATE_PATIENT).await;
+    let sub: uuid::Uuid = claim(COGNITO_CREATE_PATIENT, "sub").parse().expect("Cognito's sub is a UUID");
+    assert_eq!(claim(COGNITO_CREATE_PATIENT, "token_use"), "access");
+
+    let (status, _, body) = invoke(lambda_state(&db), COGNITO_CREATE_PATIENT).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["workspaceId"], workspace.to_string());
+    let conn = db.client().await;
+    let row = conn
+        .query_one("SELECT actor_kind, actor_id FROM events WHERE type = 'patient.created'", &[])
+        .await
+        .expect("one patient.created event");
+    assert_eq!(row.get::<_, String>(0), "member");
+    assert_eq!(row.get::<_, uuid::Uuid>(1), sub, "the actor is the Cognito user's UUID");
+    assert_eq!(row.get::<_, MemberId>(1), member);
+
+    // The subject can come from another claim: one holding a ULID member id.
+    let mut state = lambda_state(&db);
+    state.api.subject_claim = "custom:member_id".into();
+    let (status, _, _) = invoke(state.clone(), COGNITO_CREATE_PATIENT).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the configured claim is missing");
+    let mut event: Value = serde_json::from_str(COGNITO_CREATE_PATIENT).unwrap();
+    let claims = &mut event["requestContext"]["authorizer"]["jwt"]["claims"];
+    claims["custom:member_id"] = Value::String(member.to_string());
+    claims["sub"] = Value::String("not-an-id".into());
+    let (status, _, body) = invoke(state, &event.to_string()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
 }
 
 #[test]

@@ -101,18 +101,33 @@ pub struct ApiConfig {
     pub auth: AuthConfig,
     /// Signs pagination cursors so that a cursor the server did not issue is rejected.
     pub cursor_key: Vec<u8>,
+    /// `GET /readyz`'s cache: at most one database check per interval per process
+    /// (`CLINIC_READINESS_INTERVAL_SECS`, default 10, 1–300).
+    pub readiness: crate::http::readiness::Readiness,
+    /// The verified claim that names the caller (`CLINIC_SUBJECT_CLAIM`, default `sub`): a ULID or a
+    /// UUID. Only read from API Gateway's claims; local tokens always use `sub`.
+    pub subject_claim: String,
 }
 
 impl std::fmt::Debug for ApiConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiConfig").field("auth", &self.auth).finish_non_exhaustive()
+        f.debug_struct("ApiConfig")
+            .field("auth", &self.auth)
+            .field("readiness", &self.readiness)
+            .field("subject_claim", &self.subject_claim)
+            .finish_non_exhaustive()
     }
 }
 
 impl ApiConfig {
     /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors.
     pub fn lambda_from_env() -> Result<Self, ConfigError> {
-        Ok(Self { auth: AuthConfig::ApiGatewayClaims, cursor_key: cursor_key()? })
+        Ok(Self {
+            auth: AuthConfig::ApiGatewayClaims,
+            cursor_key: cursor_key()?,
+            readiness: readiness()?,
+            subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
+        })
     }
 
     /// Local: `CLINIC_JWT_SECRET` verifies bearer tokens (and signs cursors unless `CLINIC_CURSOR_KEY`).
@@ -121,8 +136,15 @@ impl ApiConfig {
             Some(_) => cursor_key()?,
             None => jwt_secret.as_bytes().to_vec(),
         };
-        Ok(Self { auth: AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() }, cursor_key })
+        let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
+        Ok(Self { auth, cursor_key, readiness: readiness()?, subject_claim: "sub".into() })
     }
+}
+
+/// `CLINIC_READINESS_INTERVAL_SECS` (default 10, 1–300): how long a readiness answer is reused.
+fn readiness() -> Result<crate::http::readiness::Readiness, ConfigError> {
+    let seconds = bounded("CLINIC_READINESS_INTERVAL_SECS", 10, 1..=300)?;
+    Ok(crate::http::readiness::Readiness::new(Duration::from_secs(seconds)))
 }
 
 fn cursor_key() -> Result<Vec<u8>, ConfigError> {

@@ -131,19 +131,32 @@ pub struct NotificationItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str = "SELECT id, event_id, listener, recipient_kind, recipient_id, template, channel, \
+/// The first page, newest first (served by `notifications_workspace_created_idx`).
+const LIST_FIRST: &str = "SELECT id, event_id, listener, recipient_kind, recipient_id, template, channel, \
      status, created_at FROM notifications \
-     WHERE workspace_id = $1 AND ($2::uuid IS NULL OR id < $2) ORDER BY id DESC LIMIT $3";
+     WHERE workspace_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2";
 
-/// Up to `limit` notifications of a workspace, newest first, strictly older than `before` when given
-/// (keyset on the notification id; use the last item's id as the next cursor).
+/// A later page: strictly after the cursor's row in (created_at, id) order. A cursor whose row is gone
+/// (retention) ends the list.
+const LIST_AFTER: &str = "SELECT id, event_id, listener, recipient_kind, recipient_id, template, channel, \
+     status, created_at FROM notifications \
+     WHERE workspace_id = $1 AND (created_at, id) < \
+       (SELECT created_at, id FROM notifications WHERE workspace_id = $1 AND id = $2) \
+     ORDER BY created_at DESC, id DESC LIMIT $3";
+
+/// Up to `limit` notifications of a workspace, newest first by `created_at` (ties by id), strictly
+/// after the notification `after` in that order when given (keyset; use the last item's id as the next
+/// cursor).
 pub async fn list(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
-    before: Option<NotificationId>,
+    after: Option<NotificationId>,
     limit: i64,
 ) -> Result<Vec<NotificationItem>, tokio_postgres::Error> {
-    let rows = sql::query(client, LIST, &[&workspace_id, &before, &limit]).await?;
+    let rows = match after {
+        None => sql::query(client, LIST_FIRST, &[&workspace_id, &limit]).await?,
+        Some(after) => sql::query(client, LIST_AFTER, &[&workspace_id, &after, &limit]).await?,
+    };
     Ok(rows
         .iter()
         .map(|row| {

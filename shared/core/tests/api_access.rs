@@ -103,10 +103,19 @@ async fn patients_read_and_cancel_only_their_own_appointments() {
         app.call("GET", &format!("/v1/appointments/{mine_id}"), Some(&patient), None).await.status,
         200
     );
-    let forbidden = [
+    // Another patient's records look exactly like missing ones.
+    let not_theirs = [
         ("GET", format!("/v1/patients/{}", someone["id"].as_str().unwrap()), None),
         ("GET", format!("/v1/appointments/{theirs_id}"), None),
         ("POST", format!("/v1/appointments/{theirs_id}/cancel"), Some(json!({}))),
+    ];
+    let events_before = app.count("SELECT 1 FROM events").await;
+    for (method, path, body) in not_theirs {
+        let response = app.call(method, &path, Some(&patient), body).await;
+        assert_eq!(response.status, 404, "{method} {path}: {}", response.text);
+    }
+    assert_eq!(app.count("SELECT 1 FROM events").await, events_before);
+    let forbidden = [
         (
             "POST",
             format!("/v1/appointments/{mine_id}/reschedule"),

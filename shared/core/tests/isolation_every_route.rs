@@ -47,6 +47,32 @@ struct BIds {
 }
 
 impl BIds {
+    /// A practitioner, a patient (`patient_body`), its appointment at `starts_at` (30 minutes) and a dead
+    /// outbox row — the state in which every operator action would act — created with `admin`.
+    async fn seed(app: &TestApp, admin: &str, patient_body: Value, starts_at: &str) -> BIds {
+        let practitioner = app.create_practitioner(admin).await;
+        let patient = app.create_patient(admin, patient_body).await;
+        let start = chrono::DateTime::parse_from_rfc3339(starts_at).unwrap();
+        let ends_at = (start + chrono::Duration::minutes(30)).to_rfc3339();
+        let appointment = app.book(admin, &patient, &practitioner, starts_at, &ends_at).await;
+        let conn = app.db.pool.get().await.unwrap();
+        let dead: uuid::Uuid = conn
+            .query_one(
+                "UPDATE event_outbox SET status = 'dead', last_error_code = 'probe' WHERE event_id = \
+                 (SELECT id FROM events WHERE type = 'appointment.created' LIMIT 1) RETURNING event_id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        BIds {
+            patient: patient["id"].as_str().unwrap().to_owned(),
+            practitioner: practitioner["id"].as_str().unwrap().to_owned(),
+            appointment: appointment["id"].as_str().unwrap().to_owned(),
+            dead_event: ulid::Ulid::from(dead).to_string(),
+        }
+    }
+
     fn all(&self) -> [&str; 4] {
         [&self.patient, &self.practitioner, &self.appointment, &self.dead_event]
     }
@@ -86,33 +112,13 @@ fn shape(response: &TestResponse) -> (u16, Value) {
 async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
     let app = TestApp::new().await;
     let b = app.add_workspace().await;
-    let practitioner = app.create_practitioner(&b.admin).await;
-    let patient = app
-        .create_patient(
-            &b.admin,
-            json!({"givenName": "Bathsheba", "familyName": "Onlyinb", "email": "b@only.test"}),
-        )
-        .await;
-    let appointment =
-        app.book(&b.admin, &patient, &practitioner, "2035-05-01T09:00:00Z", "2035-05-01T09:30:00Z").await;
-    // A dead outbox row of B: the state in which every operator action would act.
-    let conn = app.db.pool.get().await.unwrap();
-    let dead: uuid::Uuid = conn
-        .query_one(
-            "UPDATE event_outbox SET status = 'dead', last_error_code = 'probe' WHERE event_id = \
-             (SELECT id FROM events WHERE type = 'appointment.created' LIMIT 1) RETURNING event_id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
-    drop(conn);
-    let b_ids = BIds {
-        patient: patient["id"].as_str().unwrap().to_owned(),
-        practitioner: practitioner["id"].as_str().unwrap().to_owned(),
-        appointment: appointment["id"].as_str().unwrap().to_owned(),
-        dead_event: ulid::Ulid::from(dead).to_string(),
-    };
+    let b_ids = BIds::seed(
+        &app,
+        &b.admin,
+        json!({"givenName": "Bathsheba", "familyName": "Onlyinb", "email": "b@only.test"}),
+        "2035-05-01T09:00:00Z",
+    )
+    .await;
     let b_workspace = b.id.to_string();
     let before = b_state(&app, &b_workspace).await;
 
@@ -191,4 +197,59 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
     }
     let listed = app.call("GET", "/v1/system/outbox?status=dead", Some(&b.admin), None).await;
     assert!(listed.text.contains(&b_ids.dead_event), "{}", listed.text);
+}
+
+/// The patient role inside its own workspace: every route with an id, aimed at ANOTHER patient's
+/// records (patient, appointment) or at anything a patient may not touch, answers exactly as for an
+/// id that was never used — 404 for another patient's records, a role refusal (403) where the role is
+/// refused whatever the id — and nothing of the other patient leaks or changes.
+#[tokio::test]
+async fn every_route_of_another_patient_looks_missing_to_a_patient() {
+    let app = TestApp::new().await;
+    let a = app.workspace.clone();
+    let theirs = BIds::seed(
+        &app,
+        &a.admin,
+        json!({"givenName": "Otheria", "familyName": "Notyours", "phone": "+15550100"}),
+        "2035-06-01T09:00:00Z",
+    )
+    .await;
+    let me = app.create_patient(&a.staff, json!({"givenName": "Me", "familyName": "Patient"})).await;
+    let me_id: ulid::Ulid = me["id"].as_str().unwrap().parse().unwrap();
+    let practitioner = json!({"id": theirs.practitioner});
+    let mine = app.book(&a.staff, &me, &practitioner, "2035-06-01T10:00:00Z", "2035-06-01T10:30:00Z").await;
+    let patient = token(a.id, me_id, Role::Patient);
+    let workspace = a.id.to_string();
+    let before = b_state(&app, &workspace).await;
+
+    let mut not_found = 0;
+    for (method, template) in ROUTES.iter().filter(|(_, template)| template.contains('{')) {
+        let upper = method.to_uppercase();
+        let path = template.replace("{id}", id_for(template, &theirs));
+        let never_used = template.replace("{id}", &ulid::Ulid::generate().to_string());
+        let body = body_for(method, template);
+        let on_theirs = app.call(&upper, &path, Some(&patient), body.clone()).await;
+        let on_nothing = app.call(&upper, &never_used, Some(&patient), body).await;
+        let context = format!("patient {upper} {template}: {}", on_theirs.text);
+        assert!(matches!(on_theirs.status.as_u16(), 403 | 404), "{context}");
+        assert_eq!(
+            shape(&on_theirs),
+            shape(&on_nothing),
+            "another patient's id must look missing: {context}"
+        );
+        not_found += usize::from(on_theirs.status == 404);
+        for leaked in theirs.all().into_iter().chain(["Otheria", "Notyours", "+15550100"]) {
+            assert!(!on_theirs.text.contains(leaked), "{context} leaks {leaked}");
+        }
+    }
+    // GET and PATCH/DELETE of the patient, GET and cancel of the appointment: the patient's own
+    // routes; PATCH and DELETE are refused to the role (403) whatever the id.
+    assert_eq!(not_found, 3, "the routes open to a patient answer 404 for another patient's ids");
+    assert_eq!(b_state(&app, &workspace).await, before, "nothing of the workspace changed");
+    // The patient's own records stay reachable.
+    for path in
+        [format!("/v1/patients/{me_id}"), format!("/v1/appointments/{}", mine["id"].as_str().unwrap())]
+    {
+        assert_eq!(app.call("GET", &path, Some(&patient), None).await.status, 200, "{path}");
+    }
 }

@@ -7,6 +7,12 @@
 //!   constraint decides (back-to-back slots are allowed), and its violation answers `DoubleBooked`.
 //! - Every mutation bumps `version` by exactly one and appends one event linking the appointment, its
 //!   patient and its practitioner. Use cases take the caller's transaction and never commit.
+//! - A booking holds its patient `FOR SHARE` until it commits and refuses a deleted patient; a
+//!   deletion locks the patient `FOR UPDATE`, so the two serialise: either the booking commits first
+//!   (and the deletion's listener cancels it) or it finds no live patient. No booked appointment of a
+//!   deleted patient survives.
+//! - A patient's access ([`Access::OwnAppointmentsOf`]) is part of the repository's query, so another
+//!   patient's appointment is not found and never locked.
 
 pub mod repo;
 
@@ -172,22 +178,13 @@ impl TryFrom<Value> for Complete {
     }
 }
 
-/// Who may touch an appointment: staff see every appointment of their workspace, a patient only
-/// their own.
+/// Who may see and touch an appointment: staff every appointment of their workspace, a patient only
+/// their own. The repository puts the patient into its queries, so another patient's appointment is
+/// simply not found (404, like a missing id) and never locked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Access {
     Workspace,
     OwnAppointmentsOf(PatientId),
-}
-
-impl Access {
-    pub fn check(self, appointment: &Appointment) -> DomainResult<()> {
-        match self {
-            Access::Workspace => Ok(()),
-            Access::OwnAppointmentsOf(patient) if patient == appointment.patient_id => Ok(()),
-            Access::OwnAppointmentsOf(_) => Err(DomainError::Forbidden),
-        }
-    }
 }
 
 fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
@@ -199,7 +196,10 @@ fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
 }
 
 pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResult<(Appointment, Envelope)> {
-    if crate::patients::repo::find(tx, ctx.workspace_id, command.patient_id).await?.is_none() {
+    // FOR SHARE: a concurrent deletion (which locks the patient FOR UPDATE) waits for this booking to
+    // commit, so its listener sees and cancels the appointment; a deletion that committed first makes
+    // this lock find no live patient.
+    if !crate::patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id).await? {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
     if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id).await?.is_none() {
@@ -235,8 +235,8 @@ async fn lock_for_change(
     expected_version: Option<i32>,
     action: &'static str,
 ) -> DomainResult<Appointment> {
-    let appointment = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
-    access.check(&appointment)?;
+    let appointment =
+        repo::lock_visible(tx, ctx.workspace_id, access, id).await?.ok_or(DomainError::NotFound)?;
     check_version(expected_version, appointment.version)?;
     if appointment.status != AppointmentStatus::Booked {
         return Err(DomainError::InvalidTransition { action, status: appointment.status.as_str() });

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
-use super::{Appointment, AppointmentStatus};
+use super::{Access, Appointment, AppointmentStatus};
 use crate::db::sql;
 use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 
@@ -69,8 +69,49 @@ pub async fn lock(
     workspace_id: WorkspaceId,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2 FOR UPDATE");
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    lock_visible(client, workspace_id, Access::Workspace, id).await
+}
+
+/// The appointment as `access` may see it: a patient's query names the patient, so another
+/// patient's appointment is not found.
+pub async fn find_visible(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    access: Access,
+    id: AppointmentId,
+) -> Result<Option<Appointment>, tokio_postgres::Error> {
+    visible(client, workspace_id, access, id, "").await
+}
+
+/// Like [`find_visible`], locked `FOR UPDATE` for the rest of the transaction. The ownership is in the
+/// WHERE clause, so a row the caller may not see is never locked.
+pub async fn lock_visible(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    access: Access,
+    id: AppointmentId,
+) -> Result<Option<Appointment>, tokio_postgres::Error> {
+    visible(client, workspace_id, access, id, " FOR UPDATE").await
+}
+
+async fn visible(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    access: Access,
+    id: AppointmentId,
+    lock: &str,
+) -> Result<Option<Appointment>, tokio_postgres::Error> {
+    let row = match access {
+        Access::Workspace => {
+            let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2{lock}");
+            sql::query_opt(client, &query, &[&workspace_id, &id]).await?
+        }
+        Access::OwnAppointmentsOf(patient) => {
+            let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2 AND patient_id = $3{lock}");
+            sql::query_opt(client, &query, &[&workspace_id, &id, &patient]).await?
+        }
+    };
+    Ok(row.as_ref().map(from_row))
 }
 
 pub async fn lock_booked_of_patient_after(

@@ -4,6 +4,12 @@
 //! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself (expiry
 //! required; `alg: none` and every other algorithm are rejected). A request without a usable identity
 //! answers 401; tokens are never logged.
+//!
+//! The subject is a ULID or a hyphenated UUID — the same 128 bits (Cognito's `sub` is a UUID: a
+//! member created with that UUID as its id is that user). Behind API Gateway the subject is read from
+//! the claim `ApiConfig::subject_claim` names (`CLINIC_SUBJECT_CLAIM`, default `sub`), so an identity
+//! provider whose `sub` is not the member or patient id can carry the id in a claim of its own (for
+//! Cognito, one a pre-token-generation trigger adds to the access token).
 
 use std::collections::HashMap;
 
@@ -66,7 +72,7 @@ impl Caller {
     /// Builds a caller from claim values; any missing or malformed claim is unauthenticated.
     pub fn from_claims(sub: Option<&str>, workspace_id: Option<&str>, role: Option<&str>) -> Option<Caller> {
         Some(Caller {
-            subject: parse_ulid(sub?).ok()?,
+            subject: parse_subject(sub?)?,
             workspace_id: workspace_id?.parse().ok()?,
             role: Role::parse(role?)?,
         })
@@ -106,6 +112,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
         parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)
     }
+}
+
+/// A subject claim: a ULID, or a UUID in its hyphenated form (36 characters).
+fn parse_subject(text: &str) -> Option<Ulid> {
+    if text.len() == 36 {
+        return uuid::Uuid::try_parse(text).ok().map(Ulid::from);
+    }
+    parse_ulid(text).ok()
 }
 
 /// The claims of a locally issued token.
@@ -154,7 +168,7 @@ pub async fn identify(State(state): State<AppState>, mut request: Request, next:
     let caller = match &state.api.auth {
         AuthConfig::ApiGatewayClaims => request.extensions().get::<VerifiedClaims>().and_then(|claims| {
             Caller::from_claims(
-                claims.0.get("sub").map(String::as_str),
+                claims.0.get(&state.api.subject_claim).map(String::as_str),
                 claims.0.get("workspace_id").map(String::as_str),
                 claims.0.get("role").map(String::as_str),
             )
@@ -190,6 +204,22 @@ mod tests {
         assert_eq!(caller.role, Role::Staff);
         assert!(verify_bearer(b"secret-two", &format!("Bearer {token}")).is_none());
         assert!(verify_bearer(b"secret-one", &token).is_none());
+    }
+
+    #[test]
+    fn a_subject_is_a_ulid_or_a_hyphenated_uuid() {
+        let uuid = "7b2e9f34-5c1d-4a8e-9f2b-3d6c8a1e4f70";
+        let from_uuid = parse_subject(uuid).expect("a UUID subject");
+        assert_eq!(uuid::Uuid::from(from_uuid).to_string(), uuid);
+        let ulid = Ulid::generate();
+        assert_eq!(parse_subject(&ulid.to_string()), Some(ulid));
+        for bad in ["7b2e9f345c1d4a8e9f2b3d6c8a1e4f70", "{7b2e9f34-5c1d-4a8e-9f2b-3d6c8a1e4f7}", "admin", ""]
+        {
+            assert_eq!(parse_subject(bad), None, "{bad}");
+        }
+        let workspace = WorkspaceId::generate().to_string();
+        let caller = Caller::from_claims(Some(uuid), Some(&workspace), Some("staff")).unwrap();
+        assert_eq!(caller.subject, from_uuid);
     }
 
     #[test]

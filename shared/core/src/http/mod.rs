@@ -9,10 +9,12 @@
 
 pub mod auth;
 pub mod cursor;
-pub mod mutation;
+pub mod idempotency;
 pub mod problem;
+pub mod readiness;
 pub mod request;
 mod routes;
+pub mod unit_of_work;
 
 use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{get, post};
@@ -32,6 +34,7 @@ pub struct AppState {
 /// Every implemented route as (method, path template), in OpenAPI spelling.
 pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
+    ("get", "/readyz"),
     ("get", "/openapi.json"),
     ("post", "/v1/patients"),
     ("get", "/v1/patients/{id}"),
@@ -62,6 +65,7 @@ pub fn router(state: AppState) -> Router {
     use routes::{appointments, health, notifications, outbox, patients, practitioners, timelines};
     Router::new()
         .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))
         .route("/v1/patients", post(patients::create))
         .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))

@@ -32,6 +32,8 @@ pub enum ApiError {
     NoRoute,
     #[error("method not allowed")]
     MethodNotAllowed,
+    #[error("the database did not pass the readiness check")]
+    NotReady,
     #[error(transparent)]
     Domain(#[from] DomainError),
 }
@@ -130,6 +132,12 @@ impl ApiError {
                     "Idempotency-Key must be 1 to 255 visible ASCII characters.".into(),
                 )
             },
+            ApiError::NotReady => problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not-ready",
+                "Not ready",
+                "The database did not answer the readiness check.".into(),
+            ),
             ApiError::NoRoute => {
                 problem(StatusCode::NOT_FOUND, "no-route", "Not found", "No such route.".into())
             }

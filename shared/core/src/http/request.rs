@@ -5,10 +5,10 @@
 //! 64 KiB (413 beyond), must be JSON when they have a content type (415 otherwise), and malformed JSON
 //! answers 400.
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::http::{header, HeaderName, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
 use serde_json::Value;
@@ -71,7 +71,7 @@ pub async fn correlate(mut request: Request, next: Next) -> Response {
     response
 }
 
-/// A JSON request body (an absent or empty body reads as `{}`), plus its canonical bytes for hashing.
+/// A JSON request body (an absent or empty body reads as `{}`).
 #[derive(Debug, Clone)]
 pub struct JsonBody {
     pub value: Value,
@@ -81,30 +81,44 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
     type Rejection = ApiError;
 
     async fn from_request(request: Request, _state: &S) -> Result<Self, ApiError> {
-        if let Some(content_type) = request.headers().get(header::CONTENT_TYPE) {
-            let is_json = content_type
-                .to_str()
-                .ok()
-                .and_then(|value| value.split(';').next())
-                .map(|mime| {
-                    let mime = mime.trim().to_ascii_lowercase();
-                    mime == "application/json"
-                        || (mime.starts_with("application/") && mime.ends_with("+json"))
-                })
-                .unwrap_or(false);
-            if !is_json {
-                return Err(ApiError::UnsupportedMediaType);
-            }
-        }
-        let bytes = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES)
-            .await
-            .map_err(|_| ApiError::PayloadTooLarge)?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Self { value: Value::Object(Default::default()) });
-        }
-        let value = serde_json::from_slice(&bytes).map_err(|_| ApiError::MalformedJson)?;
-        Ok(Self { value })
+        require_json_content(request.headers())?;
+        let bytes = read_bytes(request.into_body()).await?;
+        Ok(Self { value: parse_json(&bytes)? })
     }
+}
+
+/// A body with a content type must be JSON (`application/json` or `application/*+json`); 415 otherwise.
+pub fn require_json_content(headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(content_type) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let is_json = content_type
+        .to_str()
+        .ok()
+        .and_then(|value| value.split(';').next())
+        .map(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+        .unwrap_or(false);
+    if is_json {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType)
+    }
+}
+
+/// Reads a body of at most [`MAX_BODY_BYTES`] (413 beyond).
+pub async fn read_bytes(body: Body) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| ApiError::PayloadTooLarge)
+}
+
+/// Parses body bytes as JSON; whitespace only reads as `{}`, malformed JSON answers 400.
+pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_slice(bytes).map_err(|_| ApiError::MalformedJson)
 }
 
 /// Rejects bodies over the limit before they are read, by their declared length.

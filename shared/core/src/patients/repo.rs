@@ -72,6 +72,18 @@ pub async fn lock(
     Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
 
+/// True when the live patient exists; it is then locked `FOR SHARE` for the rest of the transaction
+/// (bookings take it; a deletion's `FOR UPDATE` in [`lock`] waits for them, and they for it).
+pub async fn lock_shared(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    id: PatientId,
+) -> Result<bool, tokio_postgres::Error> {
+    const LOCK_SHARED: &str =
+        "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL FOR SHARE";
+    Ok(sql::query_opt(client, LOCK_SHARED, &[&workspace_id, &id]).await?.is_some())
+}
+
 pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,

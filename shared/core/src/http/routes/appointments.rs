@@ -1,25 +1,60 @@
 //! `/v1/appointments`: book, read, reschedule, cancel, complete.
 //!
 //! Staff and admins act on every appointment of their workspace; a patient may read and cancel only
-//! their own (403 otherwise) and nothing else.
+//! their own — another patient's appointment answers 404, exactly like a missing one — and nothing
+//! else (403).
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::path_id;
-use crate::appointments::{self, Access, Cancel, Complete, NewAppointment, Reschedule};
-use crate::error::DomainError;
+use crate::appointments::{self, Access, Appointment, Cancel, Complete, NewAppointment, Reschedule};
+use crate::db::Tx;
+use crate::error::{DomainError, DomainResult};
+use crate::events::ResourceType;
 use crate::http::auth::Caller;
-use crate::http::mutation::{PostMutation, PostRequest};
 use crate::http::problem::ApiError;
+use crate::http::unit_of_work::{Answer, Mutation};
 use crate::http::AppState;
 use crate::ids::AppointmentId;
 
-pub async fn create(request: PostRequest) -> Result<Response, ApiError> {
+/// Who the caller may see: a patient only their own appointments.
+fn access(caller: &Caller) -> Access {
+    caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf)
+}
+
+impl Answer for Appointment {
+    const RESOURCE: ResourceType = ResourceType::Appointment;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        let id = AppointmentId::from_uuid(id);
+        Ok(appointments::repo::find_visible(tx, caller.workspace_id, access(caller), id).await?)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The appointment of a mutation's `(appointment, event)` result.
+fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
+    appointment
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
-    let command = NewAppointment::try_from(request.body.clone())?;
-    request.perform(PostMutation::BookAppointment(command)).await
+    let command = NewAppointment::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| {
+            Ok(changed(appointments::book(tx, ctx, command).await?))
+        })
+        .await
 }
 
 pub async fn get_one(
@@ -29,30 +64,43 @@ pub async fn get_one(
 ) -> Result<Response, ApiError> {
     let id: AppointmentId = path_id(&id)?;
     let conn = state.pool.get().await?;
-    let appointment =
-        appointments::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
-    caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf).check(&appointment)?;
+    let appointment = appointments::repo::find_visible(&conn, caller.workspace_id, access(&caller), id)
+        .await?
+        .ok_or(DomainError::NotFound)?;
     Ok(Json(appointment).into_response())
 }
 
-pub async fn reschedule(Path(id): Path<String>, request: PostRequest) -> Result<Response, ApiError> {
+pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;
-    let command = Reschedule::try_from(request.body.clone())?;
-    request.perform(PostMutation::Reschedule(id, command)).await
+    let command = Reschedule::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::reschedule(tx, ctx, id, command).await?))
+        })
+        .await
 }
 
-/// Staff cancel any appointment of their workspace; a patient only their own (checked in the use
-/// case, after the appointment is found).
-pub async fn cancel(Path(id): Path<String>, request: PostRequest) -> Result<Response, ApiError> {
+/// Staff cancel any appointment of their workspace; a patient only their own (the ownership is part
+/// of the locking query, so no other patient's row is locked or revealed).
+pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
-    let command = Cancel::try_from(request.body.clone())?;
-    request.perform(PostMutation::Cancel(id, command)).await
+    let command = Cancel::try_from(request.json()?)?;
+    let access = access(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::cancel(tx, ctx, access, id, command).await?))
+        })
+        .await
 }
 
-pub async fn complete(Path(id): Path<String>, request: PostRequest) -> Result<Response, ApiError> {
+pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;
-    let command = Complete::try_from(request.body.clone())?;
-    request.perform(PostMutation::Complete(id, command)).await
+    let command = Complete::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::complete(tx, ctx, id, command).await?))
+        })
+        .await
 }

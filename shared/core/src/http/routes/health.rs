@@ -1,4 +1,5 @@
-//! `GET /healthz` (checks the database) and `GET /openapi.json`.
+//! `GET /healthz` (liveness: the process answers; no database), `GET /readyz` (readiness: the
+//! database answered a check within the readiness interval) and `GET /openapi.json`.
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -9,10 +10,16 @@ use serde_json::json;
 use crate::http::problem::ApiError;
 use crate::http::{AppState, OPENAPI_JSON};
 
-pub async fn healthz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let conn = state.pool.get().await?;
-    conn.simple_query("SELECT 1").await?;
-    Ok((StatusCode::OK, Json(json!({ "status": "ok", "database": "ok" }))))
+pub async fn healthz() -> impl IntoResponse {
+    (StatusCode::OK, Json(json!({ "status": "ok" })))
+}
+
+pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
+    if state.api.readiness.is_ready(&state.pool).await {
+        Ok((StatusCode::OK, Json(json!({ "status": "ok", "database": "ok" }))))
+    } else {
+        Err(ApiError::NotReady)
+    }
 }
 
 pub async fn openapi() -> impl IntoResponse {

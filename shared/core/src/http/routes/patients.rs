@@ -1,24 +1,65 @@
 //! `/v1/patients`: create, read, update, delete.
+//!
+//! A patient token reads only its own record; any other patient id answers 404, exactly like a missing
+//! one.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::{context, path_id};
-use crate::error::DomainError;
+use super::path_id;
+use crate::db::Tx;
+use crate::error::{DomainError, DomainResult};
+use crate::events::ResourceType;
 use crate::http::auth::Caller;
-use crate::http::mutation::{PostMutation, PostRequest};
 use crate::http::problem::ApiError;
-use crate::http::request::{JsonBody, RequestIds};
+use crate::http::unit_of_work::{Answer, Mutation};
 use crate::http::AppState;
 use crate::ids::PatientId;
-use crate::patients::{self, NewPatient, PatientChanges};
+use crate::patients::{self, NewPatient, Patient, PatientChanges};
 
-pub async fn create(request: PostRequest) -> Result<Response, ApiError> {
+impl Answer for Patient {
+    const RESOURCE: ResourceType = ResourceType::Patient;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(patients::repo::find(tx, caller.workspace_id, PatientId::from_uuid(id)).await?)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The answer of a deletion: 204 naming the patient (a replay needs no lookup: it is gone).
+pub struct Deleted(PatientId);
+
+impl Answer for Deleted {
+    const RESOURCE: ResourceType = ResourceType::Patient;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.uuid()
+    }
+
+    async fn reload(_tx: &Tx<'_>, _caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(Some(Deleted(PatientId::from_uuid(id))))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        status.into_response()
+    }
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
-    let command = NewPatient::try_from(request.body.clone())?;
-    request.perform(PostMutation::CreatePatient(command)).await
+    let command = NewPatient::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| Ok(patients::create(tx, ctx, command).await?.0))
+        .await
 }
 
 pub async fn get_one(
@@ -27,44 +68,30 @@ pub async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id: PatientId = path_id(&id)?;
-    if let Some(own) = caller.patient() {
-        if own != id {
-            return Err(DomainError::Forbidden.into());
-        }
+    if caller.patient().is_some_and(|own| own != id) {
+        return Err(DomainError::NotFound.into());
     }
     let conn = state.pool.get().await?;
     let patient = patients::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     Ok(Json(patient).into_response())
 }
 
-pub async fn update(
-    State(state): State<AppState>,
-    caller: Caller,
-    ids: RequestIds,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require_staff()?;
+pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
     let id: PatientId = path_id(&id)?;
-    let changes = PatientChanges::try_from(body.value)?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let (patient, _) = patients::update(&tx, &context(&caller, &ids), id, changes).await?;
-    tx.commit().await?;
-    Ok(Json(patient).into_response())
+    let changes = PatientChanges::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| Ok(patients::update(tx, ctx, id, changes).await?.0))
+        .await
 }
 
-pub async fn delete(
-    State(state): State<AppState>,
-    caller: Caller,
-    ids: RequestIds,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require_staff()?;
+pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
     let id: PatientId = path_id(&id)?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    patients::delete(&tx, &context(&caller, &ids), id, None).await?;
-    tx.commit().await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    request
+        .run(StatusCode::NO_CONTENT, async move |tx, ctx| {
+            patients::delete(tx, ctx, id, None).await?;
+            Ok(Deleted(id))
+        })
+        .await
 }

@@ -1,22 +1,43 @@
 //! `/v1/practitioners`: create and read.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::path_id;
-use crate::error::DomainError;
+use crate::db::Tx;
+use crate::error::{DomainError, DomainResult};
+use crate::events::ResourceType;
 use crate::http::auth::Caller;
-use crate::http::mutation::{PostMutation, PostRequest};
 use crate::http::problem::ApiError;
+use crate::http::unit_of_work::{Answer, Mutation};
 use crate::http::AppState;
 use crate::ids::PractitionerId;
-use crate::practitioners::{self, NewPractitioner};
+use crate::practitioners::{self, NewPractitioner, Practitioner};
 
-pub async fn create(request: PostRequest) -> Result<Response, ApiError> {
+impl Answer for Practitioner {
+    const RESOURCE: ResourceType = ResourceType::Practitioner;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(practitioners::repo::find(tx, caller.workspace_id, PractitionerId::from_uuid(id)).await?)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
-    let command = NewPractitioner::try_from(request.body.clone())?;
-    request.perform(PostMutation::CreatePractitioner(command)).await
+    let command = NewPractitioner::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| Ok(practitioners::create(tx, ctx, command).await?.0))
+        .await
 }
 
 pub async fn get_one(
