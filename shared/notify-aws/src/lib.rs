@@ -27,29 +27,40 @@ use clinic_core::delivery::{
 pub const TIMEOUTS: (Duration, Duration, Duration) =
     (Duration::from_secs(3), Duration::from_secs(5), Duration::from_secs(8));
 
-/// Loads the shared AWS configuration with [`TIMEOUTS`]; `endpoint` overrides the service endpoint
-/// (an emulator in tests and `clinic dev`).
-pub async fn aws_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
+/// The client timeouts of every provider call ([`TIMEOUTS`]).
+pub fn timeouts() -> TimeoutConfig {
     let (connect, attempt, operation) = TIMEOUTS;
-    let timeouts = TimeoutConfig::builder()
+    TimeoutConfig::builder()
         .connect_timeout(connect)
         .operation_attempt_timeout(attempt)
         .operation_timeout(operation)
-        .build();
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts);
+        .build()
+}
+
+/// Loads the shared AWS configuration (region and credentials from the usual environment) with
+/// [`timeouts`]; `endpoint` overrides the service endpoint (an emulator in tests and `clinic dev`).
+pub async fn aws_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
     if let Some(endpoint) = endpoint {
         loader = loader.endpoint_url(endpoint);
     }
     loader.load().await
 }
 
-/// Builds the providers `config.notifiers` names. `endpoint`: `CLINIC_AWS_ENDPOINT` (emulators).
+/// Builds the providers `config.notifiers` names, loading the AWS configuration when SES or SNS is
+/// named. `endpoint`: `CLINIC_AWS_ENDPOINT` (emulators).
 pub async fn providers(config: &DeliveryConfig, endpoint: Option<&str>) -> Providers {
-    let mut providers = Providers::default();
     let needs_aws = config.notifiers.iter().any(|k| matches!(k, NotifierKind::Ses | NotifierKind::Sns));
     let sdk = if needs_aws { Some(aws_config(endpoint).await) } else { None };
+    providers_from(config, sdk.as_ref())
+}
+
+/// Builds the providers `config.notifiers` names on an already loaded AWS configuration (SES and
+/// SNS are skipped without one).
+pub fn providers_from(config: &DeliveryConfig, sdk: Option<&aws_config::SdkConfig>) -> Providers {
+    let mut providers = Providers::default();
     for kind in &config.notifiers {
-        match (kind, &sdk) {
+        match (kind, sdk) {
             (NotifierKind::Ses, Some(sdk)) => providers.email = Some(Arc::new(SesProvider::new(sdk))),
             (NotifierKind::Sns, Some(sdk)) => providers.sms = Some(Arc::new(SnsProvider::new(sdk))),
             (NotifierKind::File, _) => {
@@ -61,7 +72,9 @@ pub async fn providers(config: &DeliveryConfig, endpoint: Option<&str>) -> Provi
                 providers.email.get_or_insert_with(|| Arc::new(LogProvider));
                 providers.sms.get_or_insert_with(|| Arc::new(LogProvider));
             }
-            _ => {}
+            (NotifierKind::Ses | NotifierKind::Sns, None) => {
+                tracing::warn!(notifier = ?kind, "no AWS configuration: this provider is not available");
+            }
         }
     }
     providers
