@@ -37,10 +37,14 @@ pub fn timeouts() -> TimeoutConfig {
         .build()
 }
 
-/// Loads the shared AWS configuration (region and credentials from the usual environment) with
-/// [`timeouts`]; `endpoint` overrides the service endpoint (an emulator in tests and `clinic dev`).
+/// Loads the shared AWS configuration (credentials from the usual environment; region from
+/// `CLINIC_DELIVERY_REGION`, else the usual environment) with [`timeouts`]; `endpoint` overrides the
+/// service endpoint (an emulator in tests and `clinic dev`).
 pub async fn aws_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
+    if let Some(region) = clinic_core::config::var("CLINIC_DELIVERY_REGION") {
+        loader = loader.region(aws_config::Region::new(region));
+    }
     if let Some(endpoint) = endpoint {
         loader = loader.endpoint_url(endpoint);
     }
