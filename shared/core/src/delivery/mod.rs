@@ -10,7 +10,7 @@
 //! | status       | moved in by | moved out by |
 //! |--------------|-------------|--------------|
 //! | `pending`    | [`enqueue`] in the listener's transaction; an operator `retry` ([`admin`]) | [`Sender`] claim → `sending` |
-//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`; or, when the lease expired (the sender died), the next claim → `uncertain` |
+//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead` once `attempts` reached the ceiling) |
 //! | `uncertain`  | claim: a `sending` row whose lease expired — the provider may or may not have accepted it | [`UncertainPolicy::Resend`]: the next claim (same idempotency key); [`UncertainPolicy::Hold`]: an operator `retry` or `discard` |
 //! | `sent`       | mark: the provider accepted it (`provider_message_id`, `sent_at` kept) | final |
 //! | `retry`      | mark: a retryable provider failure and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | claim once due |

@@ -181,7 +181,13 @@ impl Sender {
             let mut conn = self.pool.get().await?;
             let tx = conn.transaction().await?;
             let config = &self.config;
-            let claim = store::claim(&tx, config.batch, config.lease, config.uncertain, key).await?;
+            let rules = store::ClaimRules {
+                batch: config.batch,
+                lease: config.lease,
+                max_attempts: config.max_attempts,
+                policy: config.uncertain,
+            };
+            let claim = store::claim(&tx, rules, key).await?;
             tx.commit().await?;
             claim
         };

@@ -11,12 +11,14 @@ use crate::db::sql;
 use crate::ids::{ClaimToken, EventId, NotificationId, WorkspaceId};
 
 /// `sending` rows whose lease ended: their sender died between claiming and marking, perhaps after
-/// the provider accepted the message. They become `uncertain` (a state that says so).
-const EXPIRE_LEASES: &str = "UPDATE notifications n SET status = 'uncertain', claim_token = NULL, \
+/// the provider accepted the message. They become `uncertain` (a state that says so) — or `dead`
+/// once they used up the attempt ceiling, so a sender that keeps dying cannot resend for ever.
+const EXPIRE_LEASES: &str = "UPDATE notifications n \
+     SET status = CASE WHEN n.attempts >= $1 THEN 'dead' ELSE 'uncertain' END, claim_token = NULL, \
          claimed_until = NULL, last_error_code = 'lease_expired', updated_at = now() \
      FROM (SELECT id FROM notifications WHERE status = 'sending' AND available_at <= now() \
            ORDER BY available_at LIMIT 100 FOR UPDATE SKIP LOCKED) AS expired \
-     WHERE n.id = expired.id RETURNING n.id";
+     WHERE n.id = expired.id RETURNING n.id, n.status";
 
 /// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
 const CLAIM: &str = "WITH due AS ( \
@@ -58,19 +60,38 @@ pub struct DeliveryClaim {
     pub rows: Vec<ClaimedDelivery>,
     /// Rows found with an expired lease and moved to `uncertain` by this claim.
     pub uncertain: Vec<NotificationId>,
+    /// Rows found with an expired lease past the attempt ceiling, moved to `dead`.
+    pub buried: Vec<NotificationId>,
 }
 
-/// Moves expired leases to `uncertain`, then claims up to `batch` due rows (only the one with `key`
-/// when given) under a fresh token and lease. Run on its own transaction and commit it at once.
+/// How a claim is made.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRules {
+    pub batch: i64,
+    pub lease: Duration,
+    pub max_attempts: i32,
+    pub policy: UncertainPolicy,
+}
+
+/// Moves expired leases to `uncertain` (or `dead` past the ceiling), then claims up to `batch` due
+/// rows (only the one with `key` when given) under a fresh token and lease. Run on its own
+/// transaction and commit it at once.
 pub async fn claim(
     client: &impl GenericClient,
-    batch: i64,
-    lease: Duration,
-    policy: UncertainPolicy,
+    rules: ClaimRules,
     key: Option<&str>,
 ) -> Result<DeliveryClaim, tokio_postgres::Error> {
-    let expired = sql::query(client, EXPIRE_LEASES, &[]).await?;
-    let uncertain: Vec<NotificationId> = expired.iter().map(|row| row.get(0)).collect();
+    let ClaimRules { batch, lease, max_attempts, policy } = rules;
+    let expired = sql::query(client, EXPIRE_LEASES, &[&max_attempts]).await?;
+    let (mut uncertain, mut buried) = (Vec::new(), Vec::new());
+    for row in &expired {
+        let status: &str = row.get(1);
+        if status == "dead" {
+            buried.push(row.get(0))
+        } else {
+            uncertain.push(row.get(0))
+        }
+    }
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
     let resend = policy == UncertainPolicy::Resend;
@@ -96,7 +117,7 @@ pub async fn claim(
             }
         })
         .collect();
-    Ok(DeliveryClaim { token, rows, uncertain })
+    Ok(DeliveryClaim { token, rows, uncertain, buried })
 }
 
 /// Where one claimed row goes.
