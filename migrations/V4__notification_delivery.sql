@@ -3,9 +3,11 @@
 -- with FOR UPDATE SKIP LOCKED under a lease, calls the provider with no transaction open and marks
 -- the row, fenced by its claim token. The state machine is documented in shared/core/src/delivery.
 --
--- Bound: one row per (event, listener) that notifies (the unique idempotency key); finished rows
--- (`sent`, `dead`, `discarded`, `no_contact`, `opted_out`) are history that the retention sweep may
--- delete past the outbox retention. Nothing here holds content: no names, addresses or text.
+-- Bound: one row (~200 bytes, ids and codes) per (event, listener) that notifies — the unique
+-- idempotency key — so the table grows like `events` and lives as long as the event log. It is
+-- deliberately not swept with receipts (shared/core/src/retention.rs): once a receipt is gone, the
+-- key is what keeps a redelivered message from notifying twice (`Notified::AlreadySent`). Live rows
+-- stay few (the due index covers only them). Nothing here holds content: no names, addresses, text.
 
 ALTER TABLE notifications
     ADD COLUMN attempts             integer NOT NULL DEFAULT 0,

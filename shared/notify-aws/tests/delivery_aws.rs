@@ -360,7 +360,10 @@ impl Provider for CrashAfterSend {
 
 /// Claims and sends once, then dies before marking; the row is left `sending` under its lease.
 async fn crash_between_send_and_mark(scene: &Scene, policy: UncertainPolicy) {
-    let mut crashing = config(policy);
+    crash_with(scene, config(policy)).await;
+}
+
+async fn crash_with(scene: &Scene, mut crashing: DeliveryConfig) {
     crashing.provider_timeout = Duration::from_secs(30);
     crashing.lease = Duration::from_secs(2);
     let real = clinic_notify_aws::providers_from(&crashing, Some(&sdk(&scene.endpoint).await));
@@ -389,6 +392,20 @@ async fn a_crash_between_send_and_mark_is_sent_again_under_the_resend_policy() {
     assert_eq!(emails.len(), 2);
     let key = format!("X-Clinic-Idempotency-Key: {}:patient_booking_confirmation", scene.event.id);
     assert!(emails.iter().all(|email| email.contains(&key)));
+}
+
+#[tokio::test]
+async fn a_sender_that_dies_at_the_attempt_ceiling_buries_the_delivery() {
+    let Some(scene) = Scene::new(true, false).await else { return };
+    scene.run_listener(Listener::PatientBookingConfirmation).await;
+    let mut once = config(UncertainPolicy::Resend);
+    once.max_attempts = 1;
+    crash_with(&scene, once.clone()).await;
+    let sender = scene.sender(once).await;
+    step_until(&scene, &sender, |status| status == "dead").await;
+    let (_, _, attempts, code, _) = scene.row().await;
+    assert_eq!((attempts, code.as_deref()), (1, Some("lease_expired")));
+    assert_eq!(scene.emails().await.len(), 1, "not sent again past the ceiling");
 }
 
 #[tokio::test]
