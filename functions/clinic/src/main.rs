@@ -24,6 +24,8 @@ enum Command {
     Token(commands::token::TokenArgs),
     /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
     Outbox(commands::outbox::OutboxArgs),
+    /// Notification deliveries: list, retry, discard, send (docs/delivery.md).
+    Deliveries(commands::deliveries::DeliveriesArgs),
     /// Scheduled jobs run by hand: `reminders run`.
     Reminders(commands::reminders::RemindersArgs),
     /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, all (`--smoke` for a quick check).
@@ -43,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Migrate => commands::migrate::run().await,
         Command::Token(args) => commands::token::run(args),
         Command::Outbox(args) => commands::outbox::run(args).await,
+        Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,
         Command::Bench(args) => commands::bench::run(args).await,
         Command::Chaos(args) => commands::chaos::run(args).await,

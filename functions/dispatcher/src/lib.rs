@@ -9,7 +9,9 @@
 //!   binary on their own schedules (see template.yaml, `HousekeepingFunction`): `reminders` emits
 //!   `appointment.reminder_due` for appointments starting within the lead time (exactly once per
 //!   appointment and start time), and `sweep` deletes finished outbox rows, starts and receipts past
-//!   the retention. Neither starts listeners: the running dispatcher picks up new events.
+//!   the retention. Neither starts listeners: the running dispatcher picks up new events. `deliver`
+//!   sends the notifications the listeners' fast path left behind (leftovers, retries whose backoff
+//!   ended, and `uncertain` rows under the resend policy; see docs/delivery.md).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -25,6 +27,9 @@ use serde_json::Value;
 /// Time kept free between the end of draining and the function's timeout.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
+/// Steps of one `deliver` invocation (each claims up to `CLINIC_DELIVERY_BATCH` rows).
+pub const DELIVER_MAX_STEPS: usize = 50;
+
 /// How one invocation dispatches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -37,20 +42,23 @@ pub enum Mode {
     Reminders,
     /// Delete finished outbox rows, starts and receipts past the retention.
     Sweep,
+    /// Send due notifications (leftovers and retries) through the configured providers.
+    Deliver,
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default) or `once`.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep` or `deliver`.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
             Some("once") => Ok(Mode::Once),
             Some("reminders") => Ok(Mode::Reminders),
             Some("sweep") => Ok(Mode::Sweep),
+            Some("deliver") => Ok(Mode::Deliver),
             Some(other) => Err(ConfigError::Invalid {
                 name: "CLINIC_DISPATCH_MODE",
                 value: other.to_owned(),
-                message: "expected `drain`, `once`, `reminders` or `sweep`".into(),
+                message: "expected `drain`, `once`, `reminders`, `sweep` or `deliver`".into(),
             }),
         }
     }
@@ -66,16 +74,22 @@ pub struct State {
 }
 
 /// Settings of the scheduled housekeeping modes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Housekeeping {
     pub reminders: ReminderConfig,
     pub retention: RetentionConfig,
+    /// The `deliver` mode's sender (`None`: that mode sends nothing).
+    pub delivery: Option<clinic_core::delivery::Sender>,
 }
 
 impl Housekeeping {
     /// `CLINIC_REMINDER_LEAD_HOURS` and `CLINIC_RETENTION_*`.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { reminders: ReminderConfig::from_env()?, retention: RetentionConfig::from_env()? })
+        Ok(Self {
+            reminders: ReminderConfig::from_env()?,
+            retention: RetentionConfig::from_env()?,
+            delivery: None,
+        })
     }
 }
 
@@ -90,6 +104,8 @@ pub struct Answer {
     pub reminders: Option<ReminderReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swept: Option<SweepReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delivered: Option<clinic_core::delivery::SendReport>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -109,7 +125,8 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
 /// Handles one scheduled tick.
 pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
-    let mut answer = Answer { mode, report: DrainReport::default(), reminders: None, swept: None };
+    let mut answer =
+        Answer { mode, report: DrainReport::default(), reminders: None, swept: None, delivered: None };
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
@@ -123,6 +140,11 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         Mode::Sweep => {
             let retention = &state.housekeeping.retention;
             answer.swept = Some(clinic_core::retention::sweep(pool, retention, chrono::Utc::now()).await?);
+        }
+        Mode::Deliver => {
+            if let Some(sender) = &state.housekeeping.delivery {
+                answer.delivered = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
+            }
         }
     }
     let report = answer.report;
@@ -149,6 +171,7 @@ mod tests {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "drain"})), Some(Mode::Drain));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), Some(Mode::Reminders));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "deliver"})), Some(Mode::Deliver));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }

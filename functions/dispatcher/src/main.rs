@@ -22,12 +22,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
         .with_listen(database.url.clone(), database.ca_file.clone())
         .with_metrics(clinic_core::metrics::MetricsMode::from_env()?);
-    let state = Arc::new(State {
-        dispatcher,
-        window: config.window,
-        mode: Mode::from_env()?,
-        housekeeping: Housekeeping::from_env()?,
-    });
+    let mut housekeeping = Housekeeping::from_env()?;
+    // The `deliver` mode (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
+    if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
+        let delivery = clinic_core::delivery::DeliveryConfig::from_env("ses,sns")?;
+        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+        let providers = clinic_notify_aws::providers(&delivery, endpoint.as_deref()).await;
+        let pool = dispatcher.pool().clone();
+        housekeeping.delivery = Some(clinic_core::delivery::Sender::new(pool, providers, delivery));
+    }
+    let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()?, housekeeping });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

@@ -7,12 +7,16 @@
 //!   redelivers it after the visibility timeout, and a duplicate delivery is a success.
 //! - State (the pool, the notifier) is built once per container in `main`; the handler never
 //!   connects. Logs carry message ids, event ids and codes only.
+//! - Delivery fast path: with a [`Sender`] configured, a run that committed a new notification sends
+//!   it right after the commit (`delivery::Sender::send_key`). A failure there never fails the
+//!   message: the row stays due and the housekeeping `deliver` mode sends it.
 
 use std::sync::Arc;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use clinic_core::delivery::Sender;
+use clinic_core::listeners::notify::{DeliveryLog, Notifier};
 use clinic_core::listeners::{self, ListenerError, ListenerOutcome};
-use clinic_core::notifications::{DeliveryLog, Notifier};
 use deadpool_postgres::Pool;
 use futures::StreamExt;
 use lambda_runtime::{Error, LambdaEvent};
@@ -23,13 +27,29 @@ pub struct State {
     pub notifier: Arc<dyn Notifier>,
     /// Messages of one batch run at most this many at a time.
     pub concurrency: usize,
+    /// Sends a committed notification at once (fast path); `None`: housekeeping sends it.
+    pub sender: Option<Sender>,
 }
 
 impl State {
     /// The built-in delivery log; as many concurrent runs as the pool has connections.
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
+        Self { pool, notifier: Arc::new(DeliveryLog), concurrency, sender: None }
+    }
+
+    /// Sends committed notifications right after the listener's commit.
+    pub fn with_sender(mut self, sender: Sender) -> Self {
+        self.sender = Some(sender);
+        self
+    }
+}
+
+/// The fast path: a run that recorded a notification sends it now (see the module invariants).
+async fn send_now(state: &State, outcome: &ListenerOutcome, key: &str) {
+    let (Some(sender), ListenerOutcome::Applied { .. }) = (&state.sender, outcome) else { return };
+    if let Err(error) = sender.send_key(key).await {
+        tracing::warn!(error = %error, "delivery fast path failed; housekeeping will send it");
     }
 }
 
@@ -44,19 +64,20 @@ async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutc
     let body = message.body.as_deref().ok_or(MessageFailure::Unreadable("empty_message"))?;
     let (listener, envelope) =
         clinic_sqs::parse_message(body).map_err(|e| MessageFailure::Unreadable(e.code()))?;
-    listeners::run_with(&state.pool, &*state.notifier, listener, &envelope)
-        .await
-        .map_err(MessageFailure::Listener)
-        .inspect(|outcome| {
-            tracing::info!(
-                message_id = message.message_id.as_deref().unwrap_or(""),
-                event_id = %envelope.id,
-                event_type = envelope.event_type.as_str(),
-                listener = listener.as_str(),
-                outcome = outcome.as_str(),
-                "listener ran"
-            );
-        })
+    let result = listeners::run_with(&state.pool, &*state.notifier, listener, &envelope).await;
+    if let Ok(outcome) = &result {
+        send_now(state, outcome, &format!("{}:{}", envelope.id, listener.as_str())).await;
+    }
+    result.map_err(MessageFailure::Listener).inspect(|outcome| {
+        tracing::info!(
+            message_id = message.message_id.as_deref().unwrap_or(""),
+            event_id = %envelope.id,
+            event_type = envelope.event_type.as_str(),
+            listener = listener.as_str(),
+            outcome = outcome.as_str(),
+            "listener ran"
+        );
+    })
 }
 
 /// Runs one message, keeping its id beside the result (a named function, so the future is `Send`

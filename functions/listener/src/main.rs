@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use clinic_core::config::DatabaseConfig;
 use clinic_core::db::connect_pool;
+use clinic_core::delivery::{DeliveryConfig, Sender};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_listener::{handle, State};
 use lambda_runtime::{service_fn, LambdaEvent};
@@ -13,7 +14,15 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
-    let state = Arc::new(State::new(pool));
+    let mut state = State::new(pool.clone());
+    // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
+    if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
+        let config = DeliveryConfig::from_env("ses,sns")?;
+        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+        let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
+        state = state.with_sender(Sender::new(pool, providers, config));
+    }
+    let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

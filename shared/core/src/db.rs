@@ -139,8 +139,16 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
-    Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
+    Migration {
+        version: 1,
+        name: "schema",
+        sql: include_str!("../../../migrations/V1__schema.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "app_role",
+        sql: include_str!("../../../migrations/V2__app_role.sql"),
+    },
     Migration {
         version: 3,
         name: "workspace_settings_and_disclosures",
@@ -150,6 +158,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 4,
         name: "notifications_by_created_at",
         sql: include_str!("../../../migrations/V4__notifications_by_created_at.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "notification_delivery",
+        sql: include_str!("../../../migrations/V5__notification_delivery.sql"),
     },
 ];
 

@@ -7,6 +7,7 @@ pub mod appointments;
 pub mod config;
 pub mod context;
 pub mod db;
+pub mod delivery;
 pub mod disclosures;
 pub mod dispatch;
 pub mod domain;
@@ -16,7 +17,12 @@ pub mod http;
 pub mod ids;
 pub mod listeners;
 pub mod metrics;
-pub mod notifications;
+/// The old path of the listeners' notification seam, kept so callers written against it compile;
+/// new code uses [`listeners::notify`] (the seam) and [`delivery`] (sending).
+pub mod notifications {
+    pub use crate::delivery::{list, NotificationItem};
+    pub use crate::listeners::notify::*;
+}
 pub mod operator;
 pub mod outbox;
 pub mod patients;

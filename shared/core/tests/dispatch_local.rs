@@ -50,8 +50,9 @@ async fn booking_is_dispatched_to_both_listeners_and_recorded_as_notifications()
     );
     for item in &items {
         assert_eq!(item.event_id, created.id);
-        assert_eq!(item.channel, "email");
-        assert_eq!(item.status, "recorded");
+        // Committed for the sender (issue 15): the channel is chosen from contact data at send time.
+        assert_eq!(item.channel, "auto");
+        assert_eq!(item.status, "pending");
     }
     let json = serde_json::to_value(&items[0]).unwrap();
     for key in [

@@ -34,6 +34,8 @@ fn id_for<'a>(template: &str, b: &'a BIds) -> &'a str {
         &b.appointment
     } else if template.starts_with("/v1/system/outbox/") {
         &b.dead_event
+    } else if template.starts_with("/v1/system/deliveries/") {
+        &b.dead_delivery
     } else {
         panic!("{template}: unknown path parameter; teach isolation_every_route which of B's ids it takes")
     }
@@ -44,6 +46,7 @@ struct BIds {
     practitioner: String,
     appointment: String,
     dead_event: String,
+    dead_delivery: String,
 }
 
 impl BIds {
@@ -65,16 +68,30 @@ impl BIds {
             .await
             .unwrap()
             .get(0);
+        // A dead delivery: the state in which every delivery action would act.
+        let dead_delivery: uuid::Uuid = conn
+            .query_one(
+                "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, \
+                 recipient_kind, recipient_id, template, channel, status, last_error_code) \
+                 SELECT gen_random_uuid(), workspace_id, id, 'patient_booking_confirmation', \
+                 id::text || ':probe', 'patient', resource_id, 'appointment.booking_confirmation', \
+                 'auto', 'dead', 'probe' FROM events WHERE id = $1 RETURNING id",
+                &[&dead],
+            )
+            .await
+            .unwrap()
+            .get(0);
         BIds {
             patient: patient["id"].as_str().unwrap().to_owned(),
             practitioner: practitioner["id"].as_str().unwrap().to_owned(),
             appointment: appointment["id"].as_str().unwrap().to_owned(),
             dead_event: ulid::Ulid::from(dead).to_string(),
+            dead_delivery: ulid::Ulid::from(dead_delivery).to_string(),
         }
     }
 
-    fn all(&self) -> [&str; 4] {
-        [&self.patient, &self.practitioner, &self.appointment, &self.dead_event]
+    fn all(&self) -> [&str; 5] {
+        [&self.patient, &self.practitioner, &self.appointment, &self.dead_event, &self.dead_delivery]
     }
 }
 
@@ -92,6 +109,8 @@ async fn b_state(app: &TestApp, workspace: &str) -> String {
                (SELECT count(*)::text FROM event_resources WHERE workspace_id = $1), \
                (SELECT string_agg(o.event_id::text || o.status || o.attempts, ',' ORDER BY o.event_id) \
                   FROM event_outbox o JOIN events e ON e.id = o.event_id WHERE e.workspace_id = $1), \
+               (SELECT string_agg(n.id::text || n.status || n.attempts, ',' ORDER BY n.id) \
+                  FROM notifications n WHERE n.workspace_id = $1), \
                (SELECT count(*)::text FROM operator_actions))",
             &[&uuid],
         )

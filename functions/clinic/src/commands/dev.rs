@@ -57,6 +57,7 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
     )?;
 
     let dispatcher = crate::commands::dispatch::spawn(&app_url, pool.clone()).await?;
+    let sender = crate::commands::deliveries::spawn(pool.clone()).await?;
 
     let state = AppState { pool, api: ApiConfig::local(&secret)? };
     let address = SocketAddr::new(args.host, args.port);
@@ -77,6 +78,7 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
         .await
         .context("serving HTTP")?;
     dispatcher.stop().await;
+    sender.stop().await;
     println!("stopped");
     Ok(())
 }

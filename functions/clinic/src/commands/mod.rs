@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod chaos;
+pub mod deliveries;
 pub mod dev;
 pub mod dispatch;
 pub mod migrate;

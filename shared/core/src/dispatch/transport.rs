@@ -14,8 +14,8 @@ use deadpool_postgres::Pool;
 use futures::{FutureExt, StreamExt};
 
 use crate::events::Envelope;
+use crate::listeners::notify::{DeliveryLog, Notifier};
 use crate::listeners::{self, Listener, ListenerError, ListenerOutcome};
-use crate::notifications::{DeliveryLog, Notifier};
 
 /// One listener workflow to start for one event.
 #[derive(Debug, Clone, Copy)]

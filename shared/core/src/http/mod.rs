@@ -55,6 +55,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/system/outbox/{id}/retry"),
     ("post", "/v1/system/outbox/{id}/replay"),
     ("post", "/v1/system/outbox/{id}/discard"),
+    ("get", "/v1/system/deliveries"),
+    ("post", "/v1/system/deliveries/{id}/retry"),
+    ("post", "/v1/system/deliveries/{id}/discard"),
 ];
 
 /// The OpenAPI document served at `/openapi.json`.
@@ -62,7 +65,9 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
-    use routes::{appointments, health, notifications, outbox, patients, practitioners, timelines};
+    use routes::{
+        appointments, deliveries, health, notifications, outbox, patients, practitioners, timelines,
+    };
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
@@ -84,6 +89,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/outbox/{id}/retry", post(outbox::retry))
         .route("/v1/system/outbox/{id}/replay", post(outbox::replay))
         .route("/v1/system/outbox/{id}/discard", post(outbox::discard))
+        .route("/v1/system/deliveries", get(deliveries::list))
+        .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
+        .route("/v1/system/deliveries/{id}/discard", post(deliveries::discard))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))

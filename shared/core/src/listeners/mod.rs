@@ -14,6 +14,7 @@
 //!   ([`ListenerError::Permanent`]) and carry a stable code; their text holds ids only.
 
 pub mod map;
+pub mod notify;
 mod workflows;
 
 pub use map::{is_routed, listeners, Listener};
@@ -28,6 +29,9 @@ pub enum ListenerOutcome {
     Stale { reason: &'static str },
     /// The receipt existed: an earlier delivery already did the work. Nothing changed.
     Duplicate,
+    /// The receipt was new but the notification's idempotency key was already used (an earlier run
+    /// recorded it): the receipt was committed, nothing new will be sent.
+    AlreadySent,
 }
 
 impl ListenerOutcome {
@@ -36,6 +40,7 @@ impl ListenerOutcome {
             ListenerOutcome::Applied { .. } => "applied",
             ListenerOutcome::Stale { .. } => "stale",
             ListenerOutcome::Duplicate => "duplicate",
+            ListenerOutcome::AlreadySent => "already_sent",
         }
     }
 }
@@ -101,9 +106,9 @@ impl From<crate::error::DomainError> for ListenerError {
     }
 }
 
-impl From<crate::notifications::NotifyError> for ListenerError {
-    fn from(error: crate::notifications::NotifyError) -> Self {
-        use crate::notifications::NotifyError;
+impl From<notify::NotifyError> for ListenerError {
+    fn from(error: notify::NotifyError) -> Self {
+        use notify::NotifyError;
         match error {
             NotifyError::Db(db) => db.into(),
             NotifyError::Provider { message, retryable: true, .. } => {

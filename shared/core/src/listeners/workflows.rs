@@ -3,19 +3,16 @@
 use chrono::Utc;
 use deadpool_postgres::Pool;
 
+use super::notify::{DeliveryLog, NewNotification, Notified, Notifier, RecipientKind};
 use super::{is_routed, Listener, ListenerError, ListenerOutcome};
 use crate::appointments::{self, Appointment, AppointmentStatus};
 use crate::context::Ctx;
 use crate::db::{sql, Tx};
 use crate::events::{Actor, Cause, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
-use crate::notifications::{DeliveryLog, NewNotification, Notifier, RecipientKind};
 
 const INSERT_RECEIPT: &str = "INSERT INTO listener_receipts (listener, event_id) VALUES ($1, $2) \
                               ON CONFLICT DO NOTHING";
-
-/// The channel the built-in templates are sent on.
-const CHANNEL: &str = "email";
 
 /// Runs `listener` for `envelope` with the built-in [`DeliveryLog`] notifier.
 pub async fn run(
@@ -139,7 +136,16 @@ async fn notify_about_appointment(
             }
             (RecipientKind::Patient, appointment.patient_id.ulid())
         }
-        Recipient::Practitioner => (RecipientKind::Practitioner, appointment.practitioner_id.ulid()),
+        Recipient::Practitioner => {
+            // A staff member is never notified of their own change.
+            if let Actor::Member { id: member } = env.actor {
+                let practitioner = appointment.practitioner_id;
+                if crate::delivery::render::is_member(tx, env.workspace_id, practitioner, member).await? {
+                    return Ok(ListenerOutcome::Stale { reason: "own_change" });
+                }
+            }
+            (RecipientKind::Practitioner, appointment.practitioner_id.ulid())
+        }
     };
     let notification = NewNotification {
         workspace_id: env.workspace_id,
@@ -148,10 +154,11 @@ async fn notify_about_appointment(
         recipient_kind,
         recipient_id,
         template,
-        channel: CHANNEL,
     };
-    notifier.notify(tx, &notification).await?;
-    Ok(ListenerOutcome::Applied { effects: 1 })
+    Ok(match notifier.notify(tx, &notification).await? {
+        Notified::Recorded(_) => ListenerOutcome::Applied { effects: 1 },
+        Notified::AlreadySent => ListenerOutcome::AlreadySent,
+    })
 }
 
 /// `patient.deleted`: cancel the patient's future booked appointments, each a normal mutation with

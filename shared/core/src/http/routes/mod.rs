@@ -2,6 +2,7 @@
 //! unit of work ([`super::unit_of_work::Mutation::run`]), and answer; they hold no business rules.
 
 pub mod appointments;
+pub mod deliveries;
 pub mod health;
 pub mod notifications;
 pub mod outbox;

@@ -23,7 +23,7 @@ pub async fn list(
     let scope = format!("notifications:{}", caller.workspace_id);
     let before = page.after(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
     let conn = state.pool.get().await?;
-    let items = crate::notifications::list(&conn, caller.workspace_id, before, page.limit).await?;
+    let items = crate::delivery::list(&conn, caller.workspace_id, before, page.limit).await?;
     let next_cursor = (items.len() as i64 == page.limit)
         .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.id.ulid())))
         .flatten();

@@ -1,0 +1,160 @@
+//! `clinic deliveries list|retry|discard|send`: notification deliveries without SQL, like
+//! `clinic outbox`. Every command prints one JSON document; `retry` and `discard` need `--actor` and a
+//! non-blank `--reason` (checked before the database is touched) and commit the change with its
+//! `operator_actions` row (see `clinic_core::delivery::admin`). `send` runs the sender once over
+//! every due row with the configured providers (`CLINIC_NOTIFIER`, default `file`).
+//!
+//! [`spawn`] is `clinic dev`'s in-process sender: the same code as the Lambdas', polling every
+//! `CLINIC_DELIVERY_POLL_MS` (default 100 ms), writing files under `<data dir>/mail` by default.
+
+use anyhow::anyhow;
+use clinic_core::delivery::{admin, DeliveryConfig, DeliveryStatus, Sender};
+use clinic_core::error::DomainError;
+use clinic_core::ids::{NotificationId, WorkspaceId};
+use clinic_core::operator::{ActionKind, Operator, Reason};
+use deadpool_postgres::Pool;
+use tokio::sync::watch;
+
+use super::outbox::{pool, print};
+
+#[derive(Debug, clap::Args)]
+pub struct DeliveriesArgs {
+    #[command(subcommand)]
+    command: DeliveriesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum DeliveriesCommand {
+    /// List deliveries, newest first (ids, templates, statuses, codes; never content).
+    List(ListArgs),
+    /// Make a dead, retry, uncertain or no_contact delivery due now (same idempotency key).
+    Retry(ActionArgs),
+    /// Discard a dead, retry, uncertain or no_contact delivery for good.
+    Discard(ActionArgs),
+    /// Send every due delivery once through the configured providers.
+    Send,
+}
+
+#[derive(Debug, clap::Args)]
+struct ListArgs {
+    /// Only this workspace (ULID).
+    #[arg(long)]
+    workspace: Option<String>,
+    /// pending, sending, uncertain, sent, retry, dead, no_contact, opted_out or discarded.
+    #[arg(long)]
+    status: Option<String>,
+    /// Rows per page (1–1000).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+    limit: i64,
+    /// The next page: deliveries older than this id (the previous page's `nextBefore`).
+    #[arg(long)]
+    before: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+struct ActionArgs {
+    /// The delivery (notification) id (ULID).
+    id: String,
+    /// Who is acting (recorded in operator_actions), e.g. `ops:alice`.
+    #[arg(long)]
+    actor: String,
+    /// Why (required, not blank; stored in the audit log, never logged).
+    #[arg(long)]
+    reason: String,
+    /// Only this workspace (ULID).
+    #[arg(long)]
+    workspace: Option<String>,
+}
+
+pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
+    match args.command {
+        DeliveriesCommand::List(args) => list(args).await,
+        DeliveriesCommand::Retry(args) => act(ActionKind::Retry, args).await,
+        DeliveriesCommand::Discard(args) => act(ActionKind::Discard, args).await,
+        DeliveriesCommand::Send => send().await,
+    }
+}
+
+fn ulid_arg<T: std::str::FromStr>(raw: Option<&str>, name: &str) -> anyhow::Result<Option<T>> {
+    raw.map(|raw| raw.parse().map_err(|_| anyhow!("{name} must be a ULID (26 characters)"))).transpose()
+}
+
+async fn list(args: ListArgs) -> anyhow::Result<()> {
+    let status = args
+        .status
+        .as_deref()
+        .map(|raw| DeliveryStatus::parse(raw).ok_or_else(|| anyhow!("--status must be a delivery status")))
+        .transpose()?;
+    let workspace: Option<WorkspaceId> = ulid_arg(args.workspace.as_deref(), "--workspace")?;
+    let before: Option<NotificationId> = ulid_arg(args.before.as_deref(), "--before")?;
+    let (pool, _cluster) = pool().await?;
+    let client = pool.get().await?;
+    let items = admin::list(&client, workspace, status, before, args.limit).await?;
+    let next_before = (items.len() as i64 == args.limit).then(|| items.last().map(|item| item.id)).flatten();
+    print(serde_json::json!({ "items": items, "nextBefore": next_before }))
+}
+
+async fn act(action: ActionKind, args: ActionArgs) -> anyhow::Result<()> {
+    let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
+    let reason = Reason::parse(&args.reason).map_err(|e| anyhow!("invalid --reason: {}", e.message))?;
+    let id: NotificationId =
+        ulid_arg(Some(&args.id), "the delivery id")?.ok_or_else(|| anyhow!("a delivery id is required"))?;
+    let workspace: Option<WorkspaceId> = ulid_arg(args.workspace.as_deref(), "--workspace")?;
+    let (pool, _cluster) = pool().await?;
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let record = match admin::perform(&tx, workspace, id, action, &reason, &operator).await {
+        Ok(record) => record,
+        Err(error) => {
+            tx.rollback().await?;
+            return Err(match error {
+                DomainError::NotFound => anyhow!("no delivery {id} (in scope)"),
+                DomainError::Conflict(detail) => {
+                    anyhow!("refused: {detail}; nothing was changed or recorded")
+                }
+                other => anyhow::Error::new(other).context("the action failed; nothing was changed"),
+            });
+        }
+    };
+    tx.commit().await?;
+    print(serde_json::to_value(record)?)
+}
+
+/// The sender with `clinic dev`'s defaults: files under `<data dir>/mail` unless configured.
+pub async fn sender(pool: Pool) -> anyhow::Result<Sender> {
+    let mut config = DeliveryConfig::from_env("file")?;
+    if clinic_core::config::var("CLINIC_DELIVERY_DIR").is_none() {
+        config.file_dir = crate::settings::data_dir().join("mail");
+    }
+    let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
+    Ok(Sender::new(pool, providers, config))
+}
+
+async fn send() -> anyhow::Result<()> {
+    let (pool, _cluster) = pool().await?;
+    let report = sender(pool).await?.send_due(1000).await?;
+    print(serde_json::to_value(report)?)
+}
+
+/// `clinic dev`'s in-process sender loop.
+pub struct Running {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Starts the sender loop on `pool`; prints where messages go.
+pub async fn spawn(pool: Pool) -> anyhow::Result<Running> {
+    let sender = sender(pool).await?;
+    println!("  messages:   {:?} under {}", sender.config().notifiers, sender.config().file_dir.display());
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(async move { sender.run(stopped).await });
+    Ok(Running { stop, task })
+}
+
+impl Running {
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}

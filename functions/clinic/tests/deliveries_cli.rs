@@ -1,0 +1,100 @@
+//! `clinic deliveries …` against a fresh database: a provider outage buries a delivery, the CLI lists
+//! it, refuses a blank reason (recording nothing), retries it with an audit row, and `send` delivers
+//! it through the file provider; a sent delivery cannot be discarded.
+
+use clinic_core::listeners::{self, Listener};
+use clinic_testkit::app::TestApp;
+use serde_json::{json, Value};
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "stdout: {}\nstderr: {}", self.stdout, self.stderr);
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+async fn clinic(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
+        .args(args)
+        .env("DATABASE_URL", &app.db.url)
+        .env("RUST_LOG", "warn")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("run clinic");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn a_buried_delivery_is_listed_retried_with_an_audit_row_and_sent() {
+    let app = TestApp::new().await;
+    let token = app.workspace.staff.clone();
+    let patient = app
+        .create_patient(
+            &token,
+            json!({"givenName": "Cli", "familyName": "Plant", "email": "cli@example.test"}),
+        )
+        .await;
+    let practitioner = app.create_practitioner(&token).await;
+    app.book(&token, &patient, &practitioner, "2027-04-06T10:00:00Z", "2027-04-06T10:30:00Z").await;
+    let conn = app.db.client().await;
+    let id =
+        conn.query_one("SELECT id FROM events WHERE type = 'appointment.created'", &[]).await.unwrap().get(0);
+    let event = clinic_core::events::read::find(&conn, id).await.unwrap().unwrap();
+    listeners::run(&app.state.pool, Listener::PatientBookingConfirmation, &event).await.unwrap();
+
+    // SES at a closed port, one attempt: dead with the provider's code.
+    let outage = [
+        ("CLINIC_NOTIFIER", "ses"),
+        ("CLINIC_AWS_ENDPOINT", "http://127.0.0.1:9"),
+        ("CLINIC_DELIVERY_MAX_ATTEMPTS", "1"),
+    ];
+    let report = clinic(&app, &outage, &["deliveries", "send"]).await.json();
+    assert_eq!(report["dead"], 1, "{report}");
+    let listed = clinic(&app, &[], &["deliveries", "list", "--status", "dead"]).await;
+    let items = listed.json()["items"].clone();
+    assert_eq!(items.as_array().unwrap().len(), 1);
+    assert_eq!(items[0]["lastErrorCode"], "provider_unreachable");
+    assert!(!listed.stdout.contains("cli@example.test") && !listed.stdout.contains("Plant"));
+    let delivery = items[0]["id"].as_str().unwrap().to_owned();
+
+    let blank =
+        clinic(&app, &[], &["deliveries", "retry", &delivery, "--actor", "ops:test", "--reason", " "]).await;
+    assert_ne!(blank.code, 0);
+    assert_eq!(app.count("SELECT 1 FROM operator_actions").await, 0, "a refusal records nothing");
+    let args = ["deliveries", "retry", &delivery, "--actor", "ops:test", "--reason", "provider fixed"];
+    let retried = clinic(&app, &[], &args).await.json();
+    assert_eq!(
+        (retried["statusBefore"].as_str(), retried["statusAfter"].as_str()),
+        (Some("dead"), Some("pending"))
+    );
+    assert_eq!(
+        app.count("SELECT 1 FROM operator_actions WHERE notification_id IS NOT NULL AND actor = 'ops:test'")
+            .await,
+        1
+    );
+
+    let dir = std::env::temp_dir().join(format!("clinic-cli-mail-{}", ulid::Ulid::generate()));
+    let files = [("CLINIC_NOTIFIER", "file"), ("CLINIC_DELIVERY_DIR", dir.to_str().unwrap())];
+    assert_eq!(clinic(&app, &files, &["deliveries", "send"]).await.json()["sent"], 1);
+    let file = dir.join(format!("{}_patient_booking_confirmation.eml", event.id));
+    assert!(std::fs::read_to_string(&file).unwrap().contains("To: cli@example.test"));
+    let args = ["deliveries", "discard", &delivery, "--actor", "ops:test", "--reason", "late"];
+    let refused = clinic(&app, &[], &args).await;
+    assert_ne!(refused.code, 0, "a sent delivery cannot be discarded");
+    assert!(refused.stderr.contains("refused"), "{}", refused.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

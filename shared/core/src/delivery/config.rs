@@ -1,0 +1,164 @@
+//! Delivery settings, parsed once from the environment (documented in docs/delivery.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::{bounded, var, ConfigError};
+use crate::outbox::{Backoff, Jitter};
+
+/// What happens to a delivery whose sender died after calling the provider and before marking the
+/// row (`uncertain`: the provider may or may not have accepted it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UncertainPolicy {
+    /// Send again, with the same idempotency key (the default: a missed cancellation notice or
+    /// reminder is worse than a duplicate one).
+    Resend,
+    /// Leave it `uncertain` for an operator to `retry` or `discard`.
+    Hold,
+}
+
+impl std::str::FromStr for UncertainPolicy {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "resend" => Ok(UncertainPolicy::Resend),
+            "hold" => Ok(UncertainPolicy::Hold),
+            _ => Err("expected `resend` or `hold`".into()),
+        }
+    }
+}
+
+/// The providers chosen with `CLINIC_NOTIFIER` (a comma-separated list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotifierKind {
+    /// Email through Amazon SES v2.
+    Ses,
+    /// SMS through Amazon SNS.
+    Sns,
+    /// Both channels as files under [`DeliveryConfig::file_dir`].
+    File,
+    /// Both channels accepted and logged (ids only); nothing leaves the process.
+    Log,
+}
+
+impl NotifierKind {
+    /// Parses `ses`, `sns`, `file`, `log` or a list such as `ses,sns`.
+    pub fn parse_list(text: &str) -> Result<Vec<NotifierKind>, String> {
+        let mut kinds = Vec::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let kind = match part {
+                "ses" => NotifierKind::Ses,
+                "sns" => NotifierKind::Sns,
+                "file" => NotifierKind::File,
+                "log" => NotifierKind::Log,
+                _ => return Err("expected a list of `ses`, `sns`, `file`, `log`".into()),
+            };
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        if kinds.is_empty() {
+            return Err("names no notifier".into());
+        }
+        Ok(kinds)
+    }
+}
+
+/// How the sender claims, retries and decides.
+#[derive(Debug, Clone)]
+pub struct DeliveryConfig {
+    /// Rows claimed per step.
+    pub batch: i64,
+    /// How long a claim is held; a sender that has not marked by then is presumed dead.
+    pub lease: Duration,
+    /// Bound on each provider call (kept below the lease).
+    pub provider_timeout: Duration,
+    /// Attempts before a retryable failure becomes `dead`.
+    pub max_attempts: i32,
+    pub backoff: Backoff,
+    pub uncertain: UncertainPolicy,
+    /// The email sender identity (`From:`), e.g. `Clinic <no-reply@clinic.example>`.
+    pub email_from: String,
+    /// The SMS sender id (may be empty: the provider's default).
+    pub sms_sender_id: String,
+    pub notifiers: Vec<NotifierKind>,
+    /// Where the file notifier writes.
+    pub file_dir: PathBuf,
+    /// How often an idle in-process sender looks for due rows.
+    pub poll: Duration,
+}
+
+impl DeliveryConfig {
+    /// Defaults for a deployment with `notifiers`.
+    pub fn with_notifiers(notifiers: Vec<NotifierKind>) -> Self {
+        Self {
+            batch: 10,
+            lease: Duration::from_secs(60),
+            provider_timeout: Duration::from_secs(10),
+            max_attempts: 6,
+            backoff: Backoff {
+                base: Duration::from_secs(30),
+                cap: Duration::from_secs(1800),
+                jitter: Jitter::Equal,
+            },
+            uncertain: UncertainPolicy::Resend,
+            email_from: "Clinic <no-reply@clinic.invalid>".into(),
+            sms_sender_id: String::new(),
+            notifiers,
+            file_dir: PathBuf::from(".local/outbox-mail"),
+            poll: Duration::from_millis(100),
+        }
+    }
+
+    /// `CLINIC_NOTIFIER` (default `default_notifier`), `CLINIC_DELIVERY_*`, `CLINIC_EMAIL_FROM`,
+    /// `CLINIC_SMS_SENDER_ID`, `CLINIC_DELIVERY_DIR`.
+    pub fn from_env(default_notifier: &str) -> Result<Self, ConfigError> {
+        let raw = var("CLINIC_NOTIFIER").unwrap_or_else(|| default_notifier.to_owned());
+        let notifiers = NotifierKind::parse_list(&raw).map_err(|message| ConfigError::Invalid {
+            name: "CLINIC_NOTIFIER",
+            value: raw.clone(),
+            message,
+        })?;
+        let mut config = Self::with_notifiers(notifiers);
+        config.batch = bounded("CLINIC_DELIVERY_BATCH", 10, 1..=100)? as i64;
+        config.lease = Duration::from_secs(bounded("CLINIC_DELIVERY_LEASE_SECS", 60, 5..=900)?);
+        config.provider_timeout = Duration::from_secs(bounded("CLINIC_DELIVERY_TIMEOUT_SECS", 10, 1..=300)?);
+        if config.provider_timeout >= config.lease {
+            return Err(ConfigError::Invalid {
+                name: "CLINIC_DELIVERY_TIMEOUT_SECS",
+                value: config.provider_timeout.as_secs().to_string(),
+                message: "must be below CLINIC_DELIVERY_LEASE_SECS".into(),
+            });
+        }
+        config.max_attempts = bounded("CLINIC_DELIVERY_MAX_ATTEMPTS", 6, 1..=100)? as i32;
+        config.backoff.base =
+            Duration::from_millis(bounded("CLINIC_DELIVERY_BACKOFF_BASE_MS", 30_000, 1..=3_600_000)?);
+        config.backoff.cap =
+            Duration::from_secs(bounded("CLINIC_DELIVERY_BACKOFF_CAP_SECS", 1800, 1..=86_400)?);
+        config.uncertain = crate::config::parsed("CLINIC_DELIVERY_UNCERTAIN", UncertainPolicy::Resend)?;
+        if let Some(from) = var("CLINIC_EMAIL_FROM") {
+            config.email_from = from;
+        }
+        config.sms_sender_id = var("CLINIC_SMS_SENDER_ID").unwrap_or_default();
+        if let Some(dir) = var("CLINIC_DELIVERY_DIR") {
+            config.file_dir = PathBuf::from(dir);
+        }
+        config.poll = Duration::from_millis(bounded("CLINIC_DELIVERY_POLL_MS", 100, 10..=60_000)?);
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notifier_lists_parse() {
+        assert_eq!(NotifierKind::parse_list("ses,sns").unwrap(), [NotifierKind::Ses, NotifierKind::Sns]);
+        assert_eq!(NotifierKind::parse_list(" file ").unwrap(), [NotifierKind::File]);
+        assert!(NotifierKind::parse_list("fax").is_err());
+        assert!(NotifierKind::parse_list(",").is_err());
+        assert_eq!("hold".parse::<UncertainPolicy>(), Ok(UncertainPolicy::Hold));
+        assert!("maybe".parse::<UncertainPolicy>().is_err());
+    }
+}

@@ -1,0 +1,140 @@
+//! Delivery to people (DESIGN.md §5b): the `notifications` table is a small outbox of its own.
+//!
+//! A listener commits what must be sent — ids and a template id only — with its receipt
+//! ([`enqueue`], through the listeners' `Notifier` seam). A [`Sender`] then claims due rows with
+//! `FOR UPDATE SKIP LOCKED` under a lease, renders the message from the reloaded resources, calls a
+//! [`Provider`] (SES v2, SNS, files, logs) with no transaction open, and marks the row, fenced by its
+//! claim token. `available_at` is the one due clock of every live status (creation, backoff end,
+//! lease end), served by one partial index.
+//!
+//! | status       | moved in by | moved out by |
+//! |--------------|-------------|--------------|
+//! | `pending`    | [`enqueue`] in the listener's transaction; an operator `retry` ([`admin`]) | [`Sender`] claim → `sending` |
+//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead` once `attempts` reached the ceiling) |
+//! | `uncertain`  | claim: a `sending` row whose lease expired — the provider may or may not have accepted it | [`UncertainPolicy::Resend`]: the next claim (same idempotency key); [`UncertainPolicy::Hold`]: an operator `retry` or `discard` |
+//! | `sent`       | mark: the provider accepted it (`provider_message_id`, `sent_at` kept) | final |
+//! | `retry`      | mark: a retryable provider failure and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | claim once due |
+//! | `dead`       | mark: the ceiling was reached or the provider refused for good | operator `retry` (→ `pending`) or `discard` |
+//! | `no_contact` | mark: the recipient has no usable address (no email, no phone, or no provider for the channel) | final (an operator `retry` re-sends after the contact data was fixed) |
+//! | `opted_out`  | mark: the patient opted out of notifications | final |
+//! | `discarded`  | operator `discard` | final |
+//!
+//! Invariants:
+//! - Rows hold ids, a template id, a channel name, codes, counters and the provider's message id —
+//!   never names, addresses or text. The rendered message exists only in memory, for the provider
+//!   call ([`render`]); it is never stored, logged, put in an event, a message or a metric.
+//! - The idempotency key `"{event_id}:{listener}"` is unique: a redelivered listener message finds the
+//!   row and enqueues nothing. Providers receive the same key wherever their API takes one (the email
+//!   carries it as a header; the file provider names its file by it, so a resend replaces the file).
+//! - Every mark is fenced by the claim token and `status = 'sending'`: a sender whose lease was taken
+//!   over changes nothing. No transaction is open across a provider call; each provider call has a
+//!   timeout below the lease.
+//! - At-least-once to the provider: a crash between the provider's answer and the mark leaves the row
+//!   `sending` until its lease ends, then `uncertain`, and the configured [`UncertainPolicy`] decides.
+//! - Every render that loads a patient's personal fields records a disclosure (purpose = the
+//!   listener, event id) in the transaction that loads them.
+
+pub mod admin;
+mod config;
+mod enqueue;
+mod provider;
+pub mod render;
+mod sender;
+mod store;
+
+pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy};
+pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
+pub use provider::{
+    Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
+};
+pub use sender::{DeliveryOutcome, SendError, SendReport, Sender};
+pub use store::{ClaimedDelivery, DeliveryClaim};
+
+use serde::Serialize;
+
+/// Who a notification is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecipientKind {
+    Patient,
+    Practitioner,
+}
+
+impl RecipientKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RecipientKind::Patient => "patient",
+            RecipientKind::Practitioner => "practitioner",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<RecipientKind> {
+        match name {
+            "patient" => Some(RecipientKind::Patient),
+            "practitioner" => Some(RecipientKind::Practitioner),
+            _ => None,
+        }
+    }
+}
+
+/// The statuses of a delivery (names as stored).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryStatus {
+    Pending,
+    Sending,
+    Uncertain,
+    Sent,
+    Retry,
+    Dead,
+    NoContact,
+    OptedOut,
+    Discarded,
+}
+
+impl DeliveryStatus {
+    pub const ALL: &'static [DeliveryStatus] = &[
+        DeliveryStatus::Pending,
+        DeliveryStatus::Sending,
+        DeliveryStatus::Uncertain,
+        DeliveryStatus::Sent,
+        DeliveryStatus::Retry,
+        DeliveryStatus::Dead,
+        DeliveryStatus::NoContact,
+        DeliveryStatus::OptedOut,
+        DeliveryStatus::Discarded,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DeliveryStatus::Pending => "pending",
+            DeliveryStatus::Sending => "sending",
+            DeliveryStatus::Uncertain => "uncertain",
+            DeliveryStatus::Sent => "sent",
+            DeliveryStatus::Retry => "retry",
+            DeliveryStatus::Dead => "dead",
+            DeliveryStatus::NoContact => "no_contact",
+            DeliveryStatus::OptedOut => "opted_out",
+            DeliveryStatus::Discarded => "discarded",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<DeliveryStatus> {
+        Self::ALL.iter().copied().find(|status| status.as_str() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for status in DeliveryStatus::ALL {
+            assert_eq!(DeliveryStatus::parse(status.as_str()), Some(*status));
+        }
+        assert_eq!(DeliveryStatus::parse("recorded"), None);
+        assert_eq!(RecipientKind::parse("patient"), Some(RecipientKind::Patient));
+        assert_eq!(RecipientKind::parse("member"), None);
+    }
+}

@@ -1,0 +1,264 @@
+//! Rendering at send time: reload the appointment, the recipient and the workspace's time zone,
+//! choose the channel from the recipient's contact data, and fill the template kept in the
+//! repository (`templates/<template id>.txt`: a `subject:` line, an `sms:` line, `---`, the email body).
+//!
+//! Who is notified, per template (the listener decides; see `listeners::workflows`):
+//!
+//! | template id | recipient | rule |
+//! |-------------|-----------|------|
+//! | `appointment.booking_confirmation` | patient | always (a patient cannot book; staff book for them) |
+//! | `appointment.reschedule_notice` | patient | always (staff reschedule) |
+//! | `appointment.cancellation_notice` | patient | always — also when the patient cancelled it themselves: it is their confirmation |
+//! | `appointment.reminder` | patient | always (the reminders cron is the actor) |
+//! | `appointment.schedule_change.booked` / `.cancelled` | practitioner | unless the acting staff member is that practitioner (`practitioners.member_id`): a staff member is never notified of their own change |
+//!
+//! A deleted patient is not contacted (`no_contact`, code `recipient_missing`); an opted-out patient
+//! gets nothing (`opted_out`). Practitioner notices carry no patient data.
+//!
+//! Invariants:
+//! - The rendered text exists only in the returned [`OutgoingMessage`]; nothing here logs or stores
+//!   it. Placeholders are a closed set; a template using another one fails the unit test below.
+//! - Loading a patient's personal fields records a disclosure (purpose = the listener, the event id)
+//!   on the same transaction as the load.
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use deadpool_postgres::GenericClient;
+
+use super::provider::{Channel, OutgoingMessage, Providers};
+use super::{ClaimedDelivery, DeliveryConfig, RecipientKind};
+use crate::db::sql;
+use crate::disclosures::{self, Purpose};
+use crate::events::Actor;
+use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
+use crate::{appointments, events, patients, practitioners, workspaces};
+
+/// One template: the email subject, the SMS text and the email body, with `{placeholders}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Template {
+    pub id: &'static str,
+    pub subject: &'static str,
+    pub sms: &'static str,
+    pub body: &'static str,
+}
+
+macro_rules! templates {
+    ($($id:literal),+ $(,)?) => {
+        /// Every template id and its file's text.
+        pub const TEMPLATE_FILES: &[(&str, &str)] = &[$(($id, include_str!(concat!("templates/", $id, ".txt"))),)+];
+    };
+}
+
+templates!(
+    "appointment.booking_confirmation",
+    "appointment.reschedule_notice",
+    "appointment.cancellation_notice",
+    "appointment.reminder",
+    "appointment.schedule_change.booked",
+    "appointment.schedule_change.cancelled",
+);
+
+/// The placeholders a template may use.
+pub const PLACEHOLDERS: &[&str] = &["recipient_name", "practitioner", "starts_at", "ends_at", "time_zone"];
+
+fn parse_template(id: &'static str, text: &'static str) -> Option<Template> {
+    let (head, body) = text.split_once("\n---\n")?;
+    let mut subject = None;
+    let mut sms = None;
+    for line in head.lines() {
+        if let Some(value) = line.strip_prefix("subject: ") {
+            subject = Some(value.trim());
+        } else if let Some(value) = line.strip_prefix("sms: ") {
+            sms = Some(value.trim());
+        }
+    }
+    Some(Template { id, subject: subject?, sms: sms?, body })
+}
+
+/// The template with this id, when this build has it.
+pub fn template(id: &str) -> Option<Template> {
+    TEMPLATE_FILES.iter().find(|(known, _)| *known == id).and_then(|(id, text)| parse_template(id, text))
+}
+
+/// Replaces every `{name}` of `values` in `text`.
+fn fill(text: &str, values: &[(&str, &str)]) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in values {
+        out = out.replace(&format!("{{{name}}}"), value);
+    }
+    out
+}
+
+/// A time as people of the clinic read it, in its zone: `Tuesday 1 December 2026, 14:30 CET`.
+pub fn local_time(at: DateTime<Utc>, zone: Tz) -> String {
+    at.with_timezone(&zone).format("%A %-d %B %Y, %H:%M %Z").to_string()
+}
+
+/// What the sender does with a claimed row.
+#[derive(Debug)]
+pub enum Prepared {
+    Send(OutgoingMessage),
+    /// No usable address or no provider for it (`no_contact`, with a code).
+    NoContact(&'static str),
+    OptedOut,
+    /// This build cannot render it (unknown template, unreadable event): retried, never buried.
+    NotRenderable(&'static str),
+}
+
+const PATIENT_OPT_OUT: &str =
+    "SELECT notifications_opt_out FROM patients WHERE workspace_id = $1 AND id = $2";
+const PRACTITIONER_CONTACT: &str =
+    "SELECT email, phone, member_id FROM practitioners WHERE workspace_id = $1 AND id = $2";
+
+/// True when `member` is the staff member behind `practitioner` (their own change).
+pub async fn is_member(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    practitioner: PractitionerId,
+    member: ulid::Ulid,
+) -> Result<bool, tokio_postgres::Error> {
+    let row = sql::query_opt(client, PRACTITIONER_CONTACT, &[&workspace_id, &practitioner]).await?;
+    let member_id: Option<uuid::Uuid> = row.and_then(|row| row.get(2));
+    Ok(member_id == Some(uuid::Uuid::from(member)))
+}
+
+struct Contact {
+    name: String,
+    email: Option<String>,
+    phone: Option<String>,
+}
+
+/// Reloads what `delivery` needs and renders it; records the disclosure when a patient's fields
+/// were loaded. Run on a short transaction that commits before the provider call.
+pub async fn prepare(
+    client: &impl GenericClient,
+    delivery: &ClaimedDelivery,
+    providers: &Providers,
+    config: &DeliveryConfig,
+) -> Result<Prepared, tokio_postgres::Error> {
+    let Some(template) = template(&delivery.template) else {
+        return Ok(Prepared::NotRenderable("unknown_template"));
+    };
+    let Some(kind) = delivery.recipient_kind else {
+        return Ok(Prepared::NotRenderable("unknown_recipient_kind"));
+    };
+    let envelope = match events::read::find(client, delivery.event_id).await {
+        Ok(Some(envelope)) => envelope,
+        Ok(None) => return Ok(Prepared::NoContact("event_missing")),
+        Err(events::read::ReadError::Db(error)) => return Err(error),
+        Err(events::read::ReadError::Unreadable(_)) => {
+            return Ok(Prepared::NotRenderable("unreadable_event"))
+        }
+    };
+    let ws = delivery.workspace_id;
+    let appointment_id = AppointmentId::from_ulid(envelope.resource_id);
+    let Some(appointment) = appointments::repo::find(client, ws, appointment_id).await? else {
+        return Ok(Prepared::NoContact("appointment_missing"));
+    };
+    let Some(practitioner) = practitioners::repo::find(client, ws, appointment.practitioner_id).await? else {
+        return Ok(Prepared::NoContact("practitioner_missing"));
+    };
+    let contact = match kind {
+        RecipientKind::Patient => {
+            let id = PatientId::from_ulid(delivery.recipient_id);
+            let Some(patient) = patients::repo::find(client, ws, id).await? else {
+                return Ok(Prepared::NoContact("recipient_missing"));
+            };
+            let purpose = Purpose { name: &delivery.listener, event_id: Some(delivery.event_id) };
+            disclosures::record(client, ws, &Actor::System, &[id], purpose).await?;
+            let opted_out = sql::query_opt(client, PATIENT_OPT_OUT, &[&ws, &id]).await?;
+            if opted_out.is_some_and(|row| row.get::<_, bool>(0)) {
+                return Ok(Prepared::OptedOut);
+            }
+            Contact {
+                name: format!("{} {}", patient.given_name, patient.family_name),
+                email: patient.email,
+                phone: patient.phone,
+            }
+        }
+        RecipientKind::Practitioner => {
+            let id = PractitionerId::from_ulid(delivery.recipient_id);
+            let Some(row) = sql::query_opt(client, PRACTITIONER_CONTACT, &[&ws, &id]).await? else {
+                return Ok(Prepared::NoContact("recipient_missing"));
+            };
+            Contact { name: practitioner.display_name.clone(), email: row.get(0), phone: row.get(1) }
+        }
+    };
+    let usable =
+        |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let (channel, to) = match (usable(&contact.email), usable(&contact.phone)) {
+        (Some(email), _) if providers.email.is_some() => (Channel::Email, email),
+        (_, Some(phone)) if providers.sms.is_some() => (Channel::Sms, phone),
+        (None, None) => return Ok(Prepared::NoContact("no_contact")),
+        _ => return Ok(Prepared::NoContact("no_provider_for_channel")),
+    };
+    let zone_name = workspaces::time_zone(client, ws).await?.unwrap_or_else(|| "UTC".into());
+    let zone: Tz = zone_name.parse().unwrap_or_else(|_| {
+        tracing::warn!(workspace_id = %ws, "workspace time zone is not an IANA name; rendering in UTC");
+        Tz::UTC
+    });
+    let starts_at = local_time(appointment.starts_at, zone);
+    let ends_at = local_time(appointment.ends_at, zone);
+    let values = [
+        ("recipient_name", contact.name.as_str()),
+        ("practitioner", practitioner.display_name.as_str()),
+        ("starts_at", starts_at.as_str()),
+        ("ends_at", ends_at.as_str()),
+        ("time_zone", zone.name()),
+    ];
+    let (from, body) = match channel {
+        Channel::Email => (config.email_from.clone(), fill(template.body, &values)),
+        Channel::Sms => (config.sms_sender_id.clone(), fill(template.sms, &values)),
+    };
+    Ok(Prepared::Send(OutgoingMessage {
+        notification_id: delivery.id,
+        template: template.id.to_owned(),
+        channel,
+        idempotency_key: delivery.idempotency_key.clone(),
+        to,
+        from,
+        subject: template.subject.to_owned(),
+        body,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_parses_and_uses_known_placeholders_only() {
+        for (id, _) in TEMPLATE_FILES {
+            let template = template(id).unwrap_or_else(|| panic!("{id} does not parse"));
+            for text in [template.subject, template.sms, template.body] {
+                let mut rest = text;
+                while let Some(start) = rest.find('{') {
+                    let end = rest[start..].find('}').expect("unclosed placeholder") + start;
+                    let name = &rest[start + 1..end];
+                    assert!(PLACEHOLDERS.contains(&name), "{id} uses unknown placeholder {name}");
+                    rest = &rest[end + 1..];
+                }
+            }
+            assert!(!template.subject.contains('{'), "{id}: subjects carry no personal values");
+            assert!(template.sms.chars().count() <= 160 - 40, "{id}: SMS text leaves room for values");
+        }
+        assert!(template("appointment.unknown").is_none());
+    }
+
+    #[test]
+    fn times_are_rendered_in_the_zone() {
+        let at = "2026-12-01T13:30:00Z".parse().unwrap();
+        assert_eq!(local_time(at, "Europe/Berlin".parse().unwrap()), "Tuesday 1 December 2026, 14:30 CET");
+        assert_eq!(local_time(at, Tz::UTC), "Tuesday 1 December 2026, 13:30 UTC");
+        let summer = "2026-07-01T13:30:00Z".parse().unwrap();
+        assert_eq!(
+            local_time(summer, "America/New_York".parse().unwrap()),
+            "Wednesday 1 July 2026, 09:30 EDT"
+        );
+    }
+
+    #[test]
+    fn fill_replaces_every_occurrence() {
+        assert_eq!(fill("{a} and {a} {b}", &[("a", "x"), ("b", "y")]), "x and x y");
+    }
+}

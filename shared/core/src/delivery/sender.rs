@@ -1,0 +1,282 @@
+//! The sender: claim (short transaction), render (short transaction), provider call (no transaction),
+//! fenced mark. Used by the listener Lambda's fast path ([`Sender::send_key`]), the housekeeping
+//! `deliver` mode and `clinic dev`'s in-process loop ([`Sender::send_due`], [`Sender::run`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::provider::{Accepted, Providers};
+use super::render::{self, Prepared};
+use super::store::{self, ClaimedDelivery, Mark};
+use super::{DeliveryConfig, DeliveryStatus};
+use crate::ids::NotificationId;
+
+/// Why a send step failed as a whole (per-row provider failures are outcomes, not errors).
+#[derive(Debug, thiserror::Error)]
+pub enum SendError {
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("no database connection")]
+    Pool(#[from] deadpool_postgres::PoolError),
+}
+
+/// What happened to one claimed row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    Sent {
+        id: NotificationId,
+        provider_message_id: String,
+    },
+    Retry {
+        id: NotificationId,
+        code: String,
+        delay: Duration,
+    },
+    Dead {
+        id: NotificationId,
+        code: String,
+    },
+    NoContact {
+        id: NotificationId,
+        code: &'static str,
+    },
+    OptedOut {
+        id: NotificationId,
+    },
+    /// The claim was taken over before the mark: this sender changed nothing.
+    Fenced {
+        id: NotificationId,
+    },
+}
+
+impl DeliveryOutcome {
+    fn mark(&self) -> Option<(DeliveryStatus, Option<&str>, Duration)> {
+        Some(match self {
+            DeliveryOutcome::Sent { .. } => (DeliveryStatus::Sent, None, Duration::ZERO),
+            DeliveryOutcome::Retry { code, delay, .. } => (DeliveryStatus::Retry, Some(code), *delay),
+            DeliveryOutcome::Dead { code, .. } => (DeliveryStatus::Dead, Some(code), Duration::ZERO),
+            DeliveryOutcome::NoContact { code, .. } => {
+                (DeliveryStatus::NoContact, Some(*code), Duration::ZERO)
+            }
+            DeliveryOutcome::OptedOut { .. } => (DeliveryStatus::OptedOut, None, Duration::ZERO),
+            DeliveryOutcome::Fenced { .. } => return None,
+        })
+    }
+}
+
+/// Counts of one or more steps (also the housekeeping answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendReport {
+    pub claimed: usize,
+    pub sent: usize,
+    pub retried: usize,
+    pub dead: usize,
+    pub no_contact: usize,
+    pub opted_out: usize,
+    pub fenced: usize,
+    /// Rows found with an expired lease and moved to `uncertain`.
+    pub uncertain: usize,
+    /// Claimed rows that were `uncertain` (sent again under the `resend` policy).
+    pub resent: usize,
+}
+
+impl SendReport {
+    fn add(&mut self, outcome: &DeliveryOutcome) {
+        match outcome {
+            DeliveryOutcome::Sent { .. } => self.sent += 1,
+            DeliveryOutcome::Retry { .. } => self.retried += 1,
+            DeliveryOutcome::Dead { .. } => self.dead += 1,
+            DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
+            DeliveryOutcome::OptedOut { .. } => self.opted_out += 1,
+            DeliveryOutcome::Fenced { .. } => self.fenced += 1,
+        }
+    }
+
+    fn merge(&mut self, other: SendReport) {
+        self.claimed += other.claimed;
+        self.sent += other.sent;
+        self.retried += other.retried;
+        self.dead += other.dead;
+        self.no_contact += other.no_contact;
+        self.opted_out += other.opted_out;
+        self.fenced += other.fenced;
+        self.uncertain += other.uncertain;
+        self.resent += other.resent;
+    }
+}
+
+/// Claims and delivers notifications through the configured providers.
+#[derive(Clone)]
+pub struct Sender {
+    pool: Pool,
+    providers: Providers,
+    config: Arc<DeliveryConfig>,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").field("providers", &self.providers).finish_non_exhaustive()
+    }
+}
+
+impl Sender {
+    pub fn new(pool: Pool, providers: Providers, config: DeliveryConfig) -> Self {
+        Self { pool, providers, config: Arc::new(config) }
+    }
+
+    pub fn config(&self) -> &DeliveryConfig {
+        &self.config
+    }
+
+    /// The fast path: delivers the row with this idempotency key now, when it is due and not held by
+    /// another sender (right after the listener committed it).
+    pub async fn send_key(&self, idempotency_key: &str) -> Result<SendReport, SendError> {
+        self.step(Some(idempotency_key)).await
+    }
+
+    /// One step: claims up to a batch of due rows and delivers them.
+    pub async fn step_due(&self) -> Result<SendReport, SendError> {
+        self.step(None).await
+    }
+
+    /// Steps until nothing is due (at most `max_steps`), e.g. for the housekeeping mode.
+    pub async fn send_due(&self, max_steps: usize) -> Result<SendReport, SendError> {
+        let mut total = SendReport::default();
+        for _ in 0..max_steps {
+            let report = self.step_due().await?;
+            total.merge(report);
+            if report.claimed == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    /// Runs until `stop` turns true: steps while rows are due, polls every `config.poll` otherwise.
+    pub async fn run(&self, mut stop: watch::Receiver<bool>) {
+        while !*stop.borrow() {
+            let idle = match self.step_due().await {
+                Ok(report) => report.claimed == 0,
+                Err(error) => {
+                    tracing::warn!(error = %error, "delivery step failed; trying again");
+                    true
+                }
+            };
+            if idle {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.poll) => {}
+                    _ = stop.changed() => {}
+                }
+            }
+        }
+    }
+
+    async fn step(&self, key: Option<&str>) -> Result<SendReport, SendError> {
+        let claim = {
+            let mut conn = self.pool.get().await?;
+            let tx = conn.transaction().await?;
+            let config = &self.config;
+            let rules = store::ClaimRules {
+                batch: config.batch,
+                lease: config.lease,
+                max_attempts: config.max_attempts,
+                policy: config.uncertain,
+            };
+            let claim = store::claim(&tx, rules, key).await?;
+            tx.commit().await?;
+            claim
+        };
+        for id in &claim.uncertain {
+            tracing::warn!(notification_id = %id, "delivery lease expired after claim: uncertain");
+        }
+        let mut report =
+            SendReport { claimed: claim.rows.len(), uncertain: claim.uncertain.len(), ..Default::default() };
+        for row in &claim.rows {
+            report.resent += usize::from(row.resend);
+            let outcome = self.deliver(row, claim.token).await?;
+            report.add(&outcome);
+        }
+        Ok(report)
+    }
+
+    async fn deliver(
+        &self,
+        row: &ClaimedDelivery,
+        token: crate::ids::ClaimToken,
+    ) -> Result<DeliveryOutcome, SendError> {
+        let prepared = {
+            let mut conn = self.pool.get().await?;
+            let tx = conn.transaction().await?;
+            let prepared = render::prepare(&tx, row, &self.providers, &self.config).await?;
+            tx.commit().await?;
+            prepared
+        };
+        let (outcome, channel) = match prepared {
+            Prepared::Send(message) => {
+                let channel = message.channel.as_str();
+                let result = match (message.headers_are_safe(), self.providers.for_channel(message.channel)) {
+                    (false, _) => Err(super::ProviderError::permanent("invalid_address")),
+                    (true, None) => Err(super::ProviderError::permanent("no_provider_for_channel")),
+                    (true, Some(provider)) => {
+                        match tokio::time::timeout(self.config.provider_timeout, provider.send(&message))
+                            .await
+                        {
+                            Ok(result) => result,
+                            Err(_) => Err(super::ProviderError::retryable("provider_timeout")),
+                        }
+                    }
+                };
+                drop(message);
+                (self.after_call(row, result), Some(channel))
+            }
+            Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
+            Prepared::OptedOut => (DeliveryOutcome::OptedOut { id: row.id }, Some("none")),
+            Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
+        };
+        let Some((status, code, delay)) = outcome.mark() else { return Ok(outcome) };
+        let provider_id = match &outcome {
+            DeliveryOutcome::Sent { provider_message_id, .. } => Some(provider_message_id.as_str()),
+            _ => None,
+        };
+        let mark = Mark { status, channel, provider_message_id: provider_id, error_code: code, delay };
+        let conn = self.pool.get().await?;
+        let marked = store::mark(&conn, row.id, token, &mark).await?;
+        tracing::info!(
+            notification_id = %row.id,
+            event_id = %row.event_id,
+            listener = %row.listener,
+            template = %row.template,
+            attempts = row.attempts,
+            status = if marked { status.as_str() } else { "fenced" },
+            code = code.unwrap_or(""),
+            "delivery marked"
+        );
+        Ok(if marked { outcome } else { DeliveryOutcome::Fenced { id: row.id } })
+    }
+
+    fn after_call(
+        &self,
+        row: &ClaimedDelivery,
+        result: Result<Accepted, super::ProviderError>,
+    ) -> DeliveryOutcome {
+        match result {
+            Ok(accepted) => {
+                DeliveryOutcome::Sent { id: row.id, provider_message_id: accepted.provider_message_id }
+            }
+            Err(error) => self.failed(row, error.code, error.retryable),
+        }
+    }
+
+    fn failed(&self, row: &ClaimedDelivery, code: String, retryable: bool) -> DeliveryOutcome {
+        if retryable && row.attempts < self.config.max_attempts {
+            DeliveryOutcome::Retry { id: row.id, code, delay: self.config.backoff.delay(row.attempts) }
+        } else {
+            DeliveryOutcome::Dead { id: row.id, code }
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The sender's statements on `notifications`: expire leases to `uncertain`, claim due rows, mark
+//! one row (fenced). Each is one statement; claim runs in its own short transaction.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+use ulid::Ulid;
+
+use super::{DeliveryStatus, RecipientKind, UncertainPolicy};
+use crate::db::sql;
+use crate::ids::{ClaimToken, EventId, NotificationId, WorkspaceId};
+
+/// `sending` rows whose lease ended: their sender died between claiming and marking, perhaps after
+/// the provider accepted the message. They become `uncertain` (a state that says so) — or `dead`
+/// once they used up the attempt ceiling, so a sender that keeps dying cannot resend for ever.
+const EXPIRE_LEASES: &str = "UPDATE notifications n \
+     SET status = CASE WHEN n.attempts >= $1 THEN 'dead' ELSE 'uncertain' END, claim_token = NULL, \
+         claimed_until = NULL, last_error_code = 'lease_expired', updated_at = now() \
+     FROM (SELECT id FROM notifications WHERE status = 'sending' AND available_at <= now() \
+           ORDER BY available_at LIMIT 100 FOR UPDATE SKIP LOCKED) AS expired \
+     WHERE n.id = expired.id RETURNING n.id, n.status";
+
+/// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
+const CLAIM: &str = "WITH due AS ( \
+         SELECT id, status AS previous_status FROM notifications \
+         WHERE status IN ('pending', 'retry', 'uncertain') AND available_at <= now() \
+           AND ($4 OR status <> 'uncertain') {FILTER} \
+         ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+     UPDATE notifications n SET status = 'sending', claim_token = $2, attempts = n.attempts + 1, \
+         available_at = now() + $3::float8 * interval '1 millisecond', \
+         claimed_until = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
+     FROM due WHERE n.id = due.id \
+     RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
+         n.recipient_id, n.template, n.attempts, due.previous_status";
+
+const CLAIM_FILTER_ALL: &str = "AND $5::text IS NULL";
+const CLAIM_FILTER_KEY: &str = "AND idempotency_key = $5";
+
+/// One claimed delivery: ids and the template only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedDelivery {
+    pub id: NotificationId,
+    pub workspace_id: WorkspaceId,
+    pub event_id: EventId,
+    pub listener: String,
+    pub idempotency_key: String,
+    pub recipient_kind: Option<RecipientKind>,
+    pub recipient_id: Ulid,
+    pub template: String,
+    /// Attempts including this one.
+    pub attempts: i32,
+    /// The row was `uncertain`: an earlier attempt may have reached the recipient.
+    pub resend: bool,
+}
+
+/// The token fencing every mark of this claim, and its rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryClaim {
+    pub token: ClaimToken,
+    pub rows: Vec<ClaimedDelivery>,
+    /// Rows found with an expired lease and moved to `uncertain` by this claim.
+    pub uncertain: Vec<NotificationId>,
+    /// Rows found with an expired lease past the attempt ceiling, moved to `dead`.
+    pub buried: Vec<NotificationId>,
+}
+
+/// How a claim is made.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRules {
+    pub batch: i64,
+    pub lease: Duration,
+    pub max_attempts: i32,
+    pub policy: UncertainPolicy,
+}
+
+/// Moves expired leases to `uncertain` (or `dead` past the ceiling), then claims up to `batch` due
+/// rows (only the one with `key` when given) under a fresh token and lease. Run on its own
+/// transaction and commit it at once.
+pub async fn claim(
+    client: &impl GenericClient,
+    rules: ClaimRules,
+    key: Option<&str>,
+) -> Result<DeliveryClaim, tokio_postgres::Error> {
+    let ClaimRules { batch, lease, max_attempts, policy } = rules;
+    let expired = sql::query(client, EXPIRE_LEASES, &[&max_attempts]).await?;
+    let (mut uncertain, mut buried) = (Vec::new(), Vec::new());
+    for row in &expired {
+        let status: &str = row.get(1);
+        if status == "dead" {
+            buried.push(row.get(0))
+        } else {
+            uncertain.push(row.get(0))
+        }
+    }
+    let token = ClaimToken::generate();
+    let lease_ms = lease.as_secs_f64() * 1000.0;
+    let resend = policy == UncertainPolicy::Resend;
+    let statement =
+        CLAIM.replace("{FILTER}", if key.is_some() { CLAIM_FILTER_KEY } else { CLAIM_FILTER_ALL });
+    let rows = sql::query(client, &statement, &[&batch, &token, &lease_ms, &resend, &key]).await?;
+    let rows = rows
+        .iter()
+        .map(|row| {
+            let recipient_id: uuid::Uuid = row.get(6);
+            let previous: &str = row.get(9);
+            ClaimedDelivery {
+                id: row.get(0),
+                workspace_id: row.get(1),
+                event_id: row.get(2),
+                listener: row.get(3),
+                idempotency_key: row.get(4),
+                recipient_kind: RecipientKind::parse(row.get(5)),
+                recipient_id: Ulid::from(recipient_id),
+                template: row.get(7),
+                attempts: row.get(8),
+                resend: previous == "uncertain",
+            }
+        })
+        .collect();
+    Ok(DeliveryClaim { token, rows, uncertain, buried })
+}
+
+/// Where one claimed row goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark<'a> {
+    pub status: DeliveryStatus,
+    /// `email`, `sms` or `none`, once chosen.
+    pub channel: Option<&'a str>,
+    pub provider_message_id: Option<&'a str>,
+    pub error_code: Option<&'a str>,
+    /// `retry` only: when it is due again.
+    pub delay: Duration,
+}
+
+const MARK: &str = "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \
+         provider_message_id = coalesce($5, provider_message_id), last_error_code = $6, \
+         sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END, \
+         available_at = CASE WHEN $3 = 'retry' THEN now() + $7::float8 * interval '1 millisecond' \
+                             ELSE available_at END, \
+         claim_token = NULL, claimed_until = NULL, updated_at = now() \
+     WHERE id = $1 AND claim_token = $2 AND status = 'sending' RETURNING id";
+
+/// Marks one row, fenced by `token`; `false` when the claim was taken over (nothing changed).
+pub async fn mark(
+    client: &impl GenericClient,
+    id: NotificationId,
+    token: ClaimToken,
+    mark: &Mark<'_>,
+) -> Result<bool, tokio_postgres::Error> {
+    let delay_ms = mark.delay.as_secs_f64() * 1000.0;
+    let code: Option<String> = mark.error_code.map(|code| code.chars().take(100).collect());
+    let provider_id: Option<String> = mark.provider_message_id.map(|id| id.chars().take(200).collect());
+    let rows = sql::query(
+        client,
+        MARK,
+        &[&id, &token, &mark.status.as_str(), &mark.channel, &provider_id, &code, &delay_ms],
+    )
+    .await?;
+    Ok(!rows.is_empty())
+}

@@ -1,0 +1,88 @@
+//! `/v1/system/deliveries`: operator tooling for notification deliveries, admin role only.
+//!
+//! - `GET /v1/system/deliveries?status=&limit=&cursor=` lists the caller's workspace's deliveries,
+//!   newest first (ids, statuses, counters, codes; never content), with a signed keyset cursor bound
+//!   to the filter.
+//! - `POST /v1/system/deliveries/{id}/retry|discard` with `{ "reason": "…" }` performs the action
+//!   ([`crate::delivery::admin`]) and answers its audit record; the body is checked (400/422) before
+//!   the row's status is considered, and a status the action does not fit answers 409, recording
+//!   nothing.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use super::path_id;
+use super::timelines::PageRequest;
+use crate::delivery::{admin, DeliveryStatus};
+use crate::domain::input::FieldError;
+use crate::http::auth::Caller;
+use crate::http::problem::ApiError;
+use crate::http::request::JsonBody;
+use crate::http::{cursor, AppState};
+use crate::ids::{MemberId, NotificationId};
+use crate::operator::{ActionKind, ActionRequest, Operator};
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let page = PageRequest::parse(&query)?;
+    let status = query
+        .get("status")
+        .map(|raw| {
+            DeliveryStatus::parse(raw)
+                .ok_or_else(|| ApiError::BadParameter(FieldError::new("status", "must be a delivery status")))
+        })
+        .transpose()?;
+    let scope = format!("deliveries:{}:{}", caller.workspace_id, status.map_or("", DeliveryStatus::as_str));
+    let before = page.after(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
+    let conn = state.pool.get().await?;
+    let items = admin::list(&conn, Some(caller.workspace_id), status, before, page.limit).await?;
+    let next_cursor = (items.len() as i64 == page.limit)
+        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.id.ulid())))
+        .flatten();
+    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+}
+
+async fn act(
+    state: AppState,
+    caller: Caller,
+    raw_id: String,
+    body: JsonBody,
+    action: ActionKind,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let request = ActionRequest::from_body(action, body.value)?;
+    let id: NotificationId = path_id(&raw_id)?;
+    let operator = Operator::member(MemberId::from_ulid(caller.subject));
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let record =
+        admin::perform(&tx, Some(caller.workspace_id), id, action, &request.reason, &operator).await?;
+    tx.commit().await?;
+    Ok(Json(record).into_response())
+}
+
+pub async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Retry).await
+}
+
+pub async fn discard(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Discard).await
+}
