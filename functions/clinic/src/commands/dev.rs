@@ -45,7 +45,8 @@ pub async fn run(args: DevArgs) -> anyhow::Result<()> {
 async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
     crate::commands::migrate::apply(url).await?;
     let app_url = url_with_role(url, "clinic_app");
-    let pool = connect_pool(&app_url, 16, None)?;
+    let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
+    let pool = connect_pool(&app_url, 16, ca_file.as_deref())?;
     let (workspace_id, admin_id) = seed(&pool).await?;
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(
