@@ -107,6 +107,7 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         .with_context(|| format!("binding {address} (set CLINIC_PORT or --port to use another port)"))?;
     println!("clinic dev is running");
     println!("  base URL:   http://{address}");
+    println!("  database:   {}", clinic_core::db::redact(url));
     println!("  workspace:  {workspace_id}");
     println!("  admin:      {admin_id}");
     println!("  token:      {token}");
