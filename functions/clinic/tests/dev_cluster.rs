@@ -2,7 +2,8 @@
 //! directory and free ports. kill -9 leaves the cluster running; the next `clinic dev` adopts it, a
 //! third one on the same folder is refused with the owner's pid and URLs, and SIGTERM or SIGINT stop
 //! the cluster: no PostgreSQL process is left behind. The durable cluster runs with fsync on; the
-//! ephemeral one with fsync off, and its folder is wiped on exit.
+//! ephemeral one with fsync off, and its folder is wiped on exit. Each start-up problem (port taken, a
+//! cluster that does not start, a newer major version, no PostgreSQL) ends in one message with the fix.
 //!
 //! Skipped (with a message) where the PostgreSQL server binaries are not installed.
 
@@ -38,6 +39,10 @@ struct Dev {
 
 impl Dev {
     fn spawn(data_dir: &Path, pg_port: u16, api_port: u16, extra: &[&str]) -> Dev {
+        Self::spawn_with(data_dir, pg_port, api_port, extra, &[])
+    }
+
+    fn spawn_with(data_dir: &Path, pg_port: u16, api_port: u16, extra: &[&str], env: &[(&str, &str)]) -> Dev {
         let mut child = Command::new(env!("CARGO_BIN_EXE_clinic"))
             .arg("dev")
             .args(extra)
@@ -48,6 +53,7 @@ impl Dev {
             .env("CLINIC_PORT", api_port.to_string())
             .env("CLINIC_TRANSPORT", "local")
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -172,7 +178,14 @@ impl Drop for TempDir {
         // A cluster a failed assertion left running is stopped before its folder goes.
         for data in ["pgdata", "pgdata-ephemeral"] {
             let data = self.0.join(data);
-            if let Some(pid) = postmaster(&data) {
+            // Only a postmaster of this folder (a stale pid file's pid may belong to anything now).
+            let ours = |pid: &u32| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                    let cmdline = String::from_utf8_lossy(&cmdline);
+                    cmdline.contains("postgres") && cmdline.contains(&*data.to_string_lossy())
+                })
+            };
+            if let Some(pid) = postmaster(&data).filter(ours) {
                 let _ = Command::new("kill").args(["-s", "INT", &pid.to_string()]).status();
                 let started = Instant::now();
                 while process_alive(pid) && started.elapsed() < STOP_BOUND {
@@ -259,4 +272,51 @@ fn an_ephemeral_cluster_is_fast_and_wiped_on_exit() {
     wait_gone(cluster_pid);
     let left: Vec<_> = std::fs::read_dir(&data_dir).map(|d| d.flatten().collect()).unwrap_or_default();
     assert!(left.is_empty(), "the ephemeral folder is wiped: {left:?}");
+}
+
+#[test]
+fn start_up_problems_each_get_one_message_with_the_fix() {
+    if !postgres_installed() {
+        eprintln!("skipped: PostgreSQL server binaries are not installed (Debian package `postgresql`)");
+        return;
+    }
+    let temp = TempDir::new("dev-problems");
+    let data_dir = temp.0.join("pgdata");
+    let failure = |pg_port: u16| {
+        let mut dev = Dev::spawn(&temp.0, pg_port, free_port(), &[]);
+        assert_ne!(dev.wait_exit(), Some(0), "{}", dev.text());
+        dev.text()
+    };
+
+    // The port is taken by another program (a cluster is created first, then refused the port).
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let text = failure(taken.local_addr().unwrap().port());
+    assert!(text.contains("is taken by another program") && text.contains("set CLINIC_PG_PORT"), "{text}");
+    drop(taken);
+    assert!(data_dir.join("PG_VERSION").exists());
+
+    // A cluster that no longer starts: its log's end and how to move it away.
+    std::fs::write(data_dir.join("global").join("pg_control"), b"damaged").unwrap();
+    let text = failure(free_port());
+    assert!(
+        text.contains("did not start") && text.contains(".broken") && text.contains("--ephemeral"),
+        "{text}"
+    );
+
+    // A data folder of a newer major version than the tools.
+    std::fs::write(data_dir.join("PG_VERSION"), "99\n").unwrap();
+    let text = failure(free_port());
+    assert!(text.contains("holds a PostgreSQL 99 cluster") && text.contains("CLINIC_PG_BIN"), "{text}");
+    assert!(text.contains("move the folder away"), "{text}");
+
+    // PostgreSQL missing (here: pointed at a folder without it).
+    let mut dev =
+        Dev::spawn_with(&temp.0, free_port(), free_port(), &[], &[("CLINIC_PG_BIN", "/nonexistent")]);
+    assert_ne!(dev.wait_exit(), Some(0));
+    assert!(
+        dev.text().contains("CLINIC_PG_BIN=/nonexistent does not hold initdb and pg_ctl"),
+        "{}",
+        dev.text()
+    );
+    assert!(postmaster(&data_dir).is_none_or(|pid| !process_alive(pid)), "no cluster is left running");
 }
