@@ -10,7 +10,10 @@
 //! | `verify-full`      | always                               | the chain and the host name       |
 //!
 //! (*) `prefer` is the default, as in libpq. `allow` tries TLS first (tokio-postgres knows no
-//! plain-first mode); like `prefer` it ends up encrypted whenever the server offers TLS.
+//! plain-first mode); like `prefer` it ends up encrypted whenever the server offers TLS. One
+//! deliberate difference: when the server offers TLS and the handshake then fails (only possible
+//! here with a root certificate configured), the connection fails with the fix instead of silently
+//! retrying in plain text as libpq does.
 //!
 //! Invariants:
 //! - The root certificate is `sslrootcert` in the connection string, else `CLINIC_DB_CA_FILE`, else
