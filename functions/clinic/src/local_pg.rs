@@ -325,7 +325,7 @@ fn server_options(port: u16, socket_dir: &Path, durability: Durability) -> Strin
 }
 
 /// `<data_dir>-ephemeral`, beside the durable folder.
-fn ephemeral_dir(data_dir: &Path) -> PathBuf {
+pub fn ephemeral_dir(data_dir: &Path) -> PathBuf {
     let mut name = data_dir.file_name().map(|name| name.to_os_string()).unwrap_or_default();
     name.push("-ephemeral");
     data_dir.with_file_name(name)

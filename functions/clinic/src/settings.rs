@@ -28,6 +28,11 @@ pub fn database() -> anyhow::Result<(String, Option<LocalPostgres>)> {
         return Ok((url, None));
     }
     if ephemeral_from_env()? {
+        // The throwaway cluster of a running `clinic dev --ephemeral`, else one of our own.
+        let folder = crate::local_pg::ephemeral_dir(&data_dir().join("pgdata"));
+        if let Some(url) = crate::local_pg::lock::live_owner_database(&folder) {
+            return Ok((url, None));
+        }
         return owned_database(true);
     }
     let port = clinic_core::config::parsed("CLINIC_PG_PORT", 55432u16)?;

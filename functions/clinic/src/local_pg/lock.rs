@@ -103,6 +103,12 @@ fn render(pid: u32, lines: &[String]) -> String {
     text
 }
 
+/// The database URL recorded by the live owner of `data_dir`, if one runs.
+pub fn live_owner_database(data_dir: &Path) -> Option<String> {
+    let owner = read(&lock_path(data_dir)).filter(|owner| is_live(owner.pid))?;
+    owner.details.iter().find_map(|line| line.strip_prefix("database: ").map(str::to_owned))
+}
+
 /// Is `pid` a running clinic process?
 pub fn is_live(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))
