@@ -214,6 +214,11 @@ fn kill_9_restart_and_signals_leave_no_postgres_behind() {
     assert_eq!(setting(pg_port, "fsync"), "on", "the dev cluster is durable by default");
     assert_eq!(setting(pg_port, "synchronous_commit"), "on");
     assert_eq!(setting(pg_port, "full_page_writes"), "on");
+    assert_eq!(
+        setting(pg_port, "ssl"),
+        "off",
+        "no sslmode (prefer) falls back to plain on a server without TLS"
+    );
     first.child.kill().unwrap();
     first.wait_exit();
     assert!(process_alive(cluster_pid), "kill -9 cannot stop the cluster");
