@@ -4,13 +4,15 @@
 #   infra/local-postgres.sh start|stop|status|url
 #
 # The cluster lives in .local/pgdata (git-ignored; kept between runs) and listens on 127.0.0.1 only,
-# port ${CLINIC_PG_PORT:-55432}, with trust authentication for the `postgres` superuser. It is tuned
-# for throwaway data (fsync, synchronous_commit and full_page_writes off): never keep anything in it
-# you cannot recreate.
+# port ${CLINIC_PG_PORT:-55432}, with trust authentication for the `postgres` superuser. It keeps
+# PostgreSQL's durability settings (fsync on). With CLINIC_PG_EPHEMERAL=1 it is a throwaway cluster
+# instead (what tests/run uses): its own folder, .local/pgdata-ephemeral, with fsync,
+# synchronous_commit and full_page_writes off.
 #
 # Environment:
 #   CLINIC_PG_PORT   port to listen on (default 55432)
-#   CLINIC_PG_DATA   data folder (default <repo>/.local/pgdata)
+#   CLINIC_PG_DATA   data folder (default <repo>/.local/pgdata, or .local/pgdata-ephemeral)
+#   CLINIC_PG_EPHEMERAL  1: the fast, non-durable settings (default 0)
 #   CLINIC_PG_BIN    folder holding initdb and pg_ctl (default: PATH, else the newest
 #                    /usr/lib/postgresql/<version>/bin; as root with apt-get, installs `postgresql`)
 #
@@ -24,7 +26,12 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PORT="${CLINIC_PG_PORT:-55432}"
-DATA="${CLINIC_PG_DATA:-$ROOT/.local/pgdata}"
+EPHEMERAL="${CLINIC_PG_EPHEMERAL:-0}"
+if [[ "$EPHEMERAL" == 1 ]]; then
+    DATA="${CLINIC_PG_DATA:-$ROOT/.local/pgdata-ephemeral}"
+else
+    DATA="${CLINIC_PG_DATA:-$ROOT/.local/pgdata}"
+fi
 RUN_AS="" # account that runs the cluster when we are root; empty: the current user
 BIN=""
 
@@ -172,8 +179,11 @@ cmd_start() {
         return 0
     fi
     local options
-    options="-c listen_addresses=127.0.0.1 -p $PORT -c fsync=off -c synchronous_commit=off"
-    options+=" -c full_page_writes=off -c max_connections=200 -c unix_socket_directories=$(socket_dir)"
+    options="-c listen_addresses=127.0.0.1 -p $PORT -c max_connections=200"
+    options+=" -c unix_socket_directories=$(socket_dir)"
+    if [[ "$EPHEMERAL" == 1 ]]; then
+        options+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    fi
     if ! as_owner "$BIN/pg_ctl" start -D "$DATA" -l "$DATA/server.log" -w -t 60 -o "$options" >/dev/null; then
         echo "local-postgres: the server did not start; the end of $DATA/server.log:" >&2
         tail -n 20 "$DATA/server.log" >&2 || true

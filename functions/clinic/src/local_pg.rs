@@ -4,27 +4,47 @@
 //! Invariants:
 //! - The data folder is kept between runs: `initdb` runs only when it holds no cluster (`PG_VERSION`
 //!   missing), so data, migrations and the seeded workspace survive restarts.
-//! - The server listens on 127.0.0.1 only, trusts local connections as `postgres`, and is tuned for
-//!   throwaway data (`fsync`, `synchronous_commit`, `full_page_writes` off). It is a developer
-//!   convenience, never a place for data that cannot be recreated.
-//! - `initdb` and `pg_ctl` come from `CLINIC_PG_BIN`, else `PATH`, else the newest
-//!   `/usr/lib/postgresql/<version>/bin`; when none has them the error names the Debian package
-//!   `postgresql`. Nothing is installed from here (`infra/local-postgres.sh start` can, as root).
+//! - The server listens on 127.0.0.1 only and trusts local connections as `postgres`. It keeps
+//!   PostgreSQL's durability settings (fsync on), so a 2xx means what it means in AWS and a power
+//!   loss does not leave a cluster that no longer starts. [`Durability::Ephemeral`] is the exception:
+//!   a throwaway folder (`<data>-ephemeral`), wiped before and after, with fsync,
+//!   synchronous_commit and full_page_writes off.
+//! - [`LocalPostgres::own`] (what `clinic dev` uses) makes this process the folder's owner: one owner
+//!   at a time ([`lock`]), and the owner stops the cluster when it is done, whether it started it or
+//!   adopted it from a previous owner that crashed. [`LocalPostgres::ensure_started`] (the other
+//!   subcommands) stops only a cluster it started itself.
+//! - `initdb` and `pg_ctl` come from `CLINIC_PG_BIN`, else the `/usr/lib/postgresql/<version>/bin` of
+//!   the data folder's version, else `PATH`, else the newest `/usr/lib/postgresql/<version>/bin`.
+//!   Each start-up problem (no PostgreSQL, port taken, a data folder of another major version, a
+//!   cluster that does not start) is one error that says how to fix it. Nothing is installed from
+//!   here (`infra/local-postgres.sh start` can, as root).
 //! - PostgreSQL refuses to run as root: started by root, the cluster runs as `postgres` (created by
 //!   the Debian package), else as a system account `clinic-pg` created on first use. When that account
 //!   cannot reach the data folder (a repository under `/root`), the data lives in
 //!   `/var/tmp/clinic-pg-<first 12 hex of sha256(data path)>` and the data path becomes a symlink to it.
-//! - [`LocalPostgres::stop`] stops the server only if this value started it: a cluster that was
-//!   already running (another `clinic dev`, or the script) is left running.
 
-use std::os::unix::fs::PermissionsExt;
+mod account;
+pub mod lock;
+mod tools;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{bail, Context};
 
-/// Account created to run the cluster when root starts it and there is no `postgres` account.
-const FALLBACK_ACCOUNT: &str = "clinic-pg";
+use self::account::{account, as_account, prepare_data_dir};
+use self::lock::OwnerLock;
+use self::tools::{data_version, find_bin, tools_version};
+
+/// Whether the cluster's data must survive a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// PostgreSQL's defaults (fsync on); the data folder is kept.
+    Durable,
+    /// Fast settings on a folder wiped before start and after stop.
+    Ephemeral,
+}
 
 /// A running private cluster.
 #[derive(Debug)]
@@ -33,67 +53,171 @@ pub struct LocalPostgres {
     data_dir: PathBuf,
     port: u16,
     run_as: Option<String>,
-    started_here: bool,
+    durability: Durability,
+    /// Stop on [`LocalPostgres::stop`]: this value started the server, or owns the folder.
+    stop_on_exit: bool,
+    stopped: AtomicBool,
+    owner: Option<OwnerLock>,
 }
 
 impl LocalPostgres {
-    /// Creates the cluster in `data_dir` when it holds none, and starts it on 127.0.0.1:`port` unless
-    /// it is already running there. Fails when it runs on another port, or does not come up (the
-    /// error carries the end of the server log).
+    /// Creates the durable cluster in `data_dir` when it holds none, and starts it on
+    /// 127.0.0.1:`port` unless it is already running there. Fails when it runs on another port, or
+    /// does not come up (the error carries the end of the server log and the fix).
     pub fn ensure_started(data_dir: &Path, port: u16) -> anyhow::Result<LocalPostgres> {
-        let bin = find_bin()?;
+        let mut cluster = Self::prepare(data_dir, port, Durability::Durable)?;
+        cluster.start_unless_running()?;
+        Ok(cluster)
+    }
+
+    /// Like [`LocalPostgres::ensure_started`], as the folder's one owner: fails (naming the owner's
+    /// pid and URLs) when another live `clinic dev` owns it, adopts a cluster left running by an
+    /// owner that is gone, and stops the cluster on [`LocalPostgres::stop`] or drop either way.
+    /// Ephemeral clusters live in `<data_dir>-ephemeral`, wiped before and after.
+    pub fn own(data_dir: &Path, port: u16, durability: Durability) -> anyhow::Result<LocalPostgres> {
+        let data_dir = match durability {
+            Durability::Durable => data_dir.to_path_buf(),
+            Durability::Ephemeral => ephemeral_dir(data_dir),
+        };
+        if let Some(parent) = data_dir.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        }
+        let owner = OwnerLock::acquire(&data_dir, &local_url(port))?;
+        let mut cluster = Self::prepare(&data_dir, port, durability)?;
+        cluster.owner = Some(owner);
+        cluster.stop_on_exit = true;
+        if cluster.is_running() {
+            eprintln!(
+                "local PostgreSQL: adopting the cluster left running in {} (its owner is gone); it stops with this process",
+                cluster.data_dir.display()
+            );
+            if durability == Durability::Ephemeral {
+                cluster.stop_server()?;
+            }
+        }
+        if durability == Durability::Ephemeral {
+            cluster.wipe()?;
+            cluster.init_unless_present()?;
+        }
+        cluster.start_unless_running()?;
+        Ok(cluster)
+    }
+
+    /// Finds the tools, prepares the folder and creates the cluster when it holds none.
+    fn prepare(data_dir: &Path, port: u16, durability: Durability) -> anyhow::Result<LocalPostgres> {
+        let bin = find_bin(data_version(data_dir))?;
         let run_as = account()?;
         let data_dir = prepare_data_dir(data_dir, run_as.as_deref())?;
-        let mut cluster = LocalPostgres { bin, data_dir, port, run_as, started_here: false };
-
-        if !cluster.data_dir.join("PG_VERSION").exists() {
-            eprintln!("local PostgreSQL: creating a cluster in {}", cluster.data_dir.display());
-            let data = cluster.data_dir.display().to_string();
-            cluster
-                .pg(
-                    "initdb",
-                    &["-D", &data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C"],
-                )
-                .context("initdb failed")?;
+        let cluster = LocalPostgres {
+            bin,
+            data_dir,
+            port,
+            run_as,
+            durability,
+            stop_on_exit: false,
+            stopped: AtomicBool::new(false),
+            owner: None,
+        };
+        cluster.check_version()?;
+        if durability == Durability::Durable {
+            cluster.init_unless_present()?;
         }
+        Ok(cluster)
+    }
 
-        if cluster.is_running() {
-            match cluster.running_port() {
+    fn init_unless_present(&self) -> anyhow::Result<()> {
+        if self.data_dir.join("PG_VERSION").exists() {
+            return Ok(());
+        }
+        eprintln!("local PostgreSQL: creating a cluster in {}", self.data_dir.display());
+        let data = self.data_dir.display().to_string();
+        let mut args = vec!["-D", &data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--locale=C"];
+        if self.durability == Durability::Ephemeral {
+            args.push("--no-sync");
+        }
+        self.pg("initdb", &args).context("initdb failed")?;
+        Ok(())
+    }
+
+    /// Starts the server unless it already runs on this port.
+    fn start_unless_running(&mut self) -> anyhow::Result<()> {
+        let port = self.port;
+        if self.is_running() {
+            return match self.running_port() {
                 Some(running) if running != port => bail!(
                     "the local PostgreSQL cluster in {} already runs on port {running}, not {port}; \
                      set CLINIC_PG_PORT={running} or stop it (CLINIC_PG_PORT={running} infra/local-postgres.sh stop)",
-                    cluster.data_dir.display()
+                    self.data_dir.display()
                 ),
-                _ => return Ok(cluster),
-            }
+                _ => Ok(()),
+            };
         }
-
-        let data = cluster.data_dir.display().to_string();
-        let log = cluster.log_file().display().to_string();
-        let options = server_options(port, &socket_dir(&cluster.data_dir));
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            bail!(
+                "port {port} on 127.0.0.1 is taken by another program (not the cluster in {}); set \
+                 CLINIC_PG_PORT to a free port, or stop that program",
+                self.data_dir.display()
+            );
+        }
+        let data = self.data_dir.display().to_string();
+        let log = self.log_file().display().to_string();
+        let options = server_options(port, &socket_dir(&self.data_dir), self.durability);
         let started =
-            cluster.pg("pg_ctl", &["start", "-D", &data, "-l", &log, "-w", "-t", "60", "-o", &options]);
+            self.pg("pg_ctl", &["start", "-D", &data, "-l", &log, "-w", "-t", "60", "-o", &options]);
         if let Err(error) = started {
-            let tail = std::fs::read_to_string(cluster.log_file())
+            let tail = std::fs::read_to_string(self.log_file())
                 .map(|text| {
-                    text.lines()
-                        .rev()
-                        .take(20)
-                        .collect::<Vec<_>>()
-                        .into_iter()
-                        .rev()
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    let lines: Vec<&str> = text.lines().collect();
+                    lines[lines.len().saturating_sub(20)..].join("\n")
                 })
                 .unwrap_or_default();
             return Err(error.context(format!(
-                "the local PostgreSQL server did not start on 127.0.0.1:{port} (is the port taken? set CLINIC_PG_PORT); \
-                 end of {log}:\n{tail}"
+                "the local PostgreSQL cluster in {data} did not start on 127.0.0.1:{port}. If it was damaged \
+                 (a power loss, a full disk), move it away and run again for a fresh one \
+                 (mv {data} {data}.broken), or use --ephemeral / CLINIC_PG_EPHEMERAL=1 for a throwaway \
+                 cluster. End of {log}:\n{tail}"
             )));
         }
-        cluster.started_here = true;
-        eprintln!("local PostgreSQL: running on 127.0.0.1:{port} ({})", cluster.data_dir.display());
-        Ok(cluster)
+        self.stop_on_exit = true;
+        eprintln!(
+            "local PostgreSQL: running on 127.0.0.1:{port} ({}, {})",
+            self.data_dir.display(),
+            match self.durability {
+                Durability::Durable => "durable",
+                Durability::Ephemeral => "ephemeral: fsync off, wiped on exit",
+            }
+        );
+        Ok(())
+    }
+
+    /// Refuses a data folder of another major version than the tools, naming both and the fixes.
+    fn check_version(&self) -> anyhow::Result<()> {
+        let Some(data) = data_version(&self.data_dir) else { return Ok(()) };
+        let tools = tools_version(&self.bin)?;
+        if data == tools {
+            return Ok(());
+        }
+        let folder = self.data_dir.display();
+        let how = if data > tools {
+            format!("install PostgreSQL {data} (Debian: apt-get install postgresql-{data}) or set CLINIC_PG_BIN to its bin folder")
+        } else {
+            format!(
+                "upgrade the folder with pg_upgrade, or set CLINIC_PG_BIN to a PostgreSQL {data} bin folder"
+            )
+        };
+        bail!(
+            "the data folder {folder} holds a PostgreSQL {data} cluster, but the tools in {} are PostgreSQL \
+             {tools}; {how}, or move the folder away (mv {folder} {folder}.old) to start a fresh cluster",
+            self.bin.display()
+        )
+    }
+
+    /// Lines for the owner lock (what a second `clinic dev` on this folder shows).
+    pub fn note_owner(&mut self, line: String) -> anyhow::Result<()> {
+        match &mut self.owner {
+            Some(owner) => owner.note(line),
+            None => Ok(()),
+        }
     }
 
     /// The superuser connection URL, `postgres://postgres@127.0.0.1:<port>/postgres`.
@@ -101,14 +225,43 @@ impl LocalPostgres {
         local_url(self.port)
     }
 
-    /// Stops the server if [`LocalPostgres::ensure_started`] started it (fast shutdown: open sessions
-    /// are disconnected); otherwise leaves it running.
+    /// Stops the server if this value started it or owns the folder (fast shutdown: open sessions are
+    /// disconnected), and wipes an ephemeral folder; otherwise leaves it running. Runs once.
     pub fn stop(&self) -> anyhow::Result<()> {
-        if !self.started_here || !self.is_running() {
+        if !self.stop_on_exit || self.stopped.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let was_running = self.is_running();
+        self.stop_server()?;
+        if self.durability == Durability::Ephemeral {
+            self.wipe()?;
+        }
+        if was_running {
+            eprintln!("local PostgreSQL: stopped ({})", self.data_dir.display());
+        }
+        Ok(())
+    }
+
+    fn stop_server(&self) -> anyhow::Result<()> {
+        if !self.is_running() {
             return Ok(());
         }
         let data = self.data_dir.display().to_string();
-        self.pg("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w"]).context("pg_ctl stop failed")?;
+        self.pg("pg_ctl", &["stop", "-D", &data, "-m", "fast", "-w", "-t", "60"])
+            .context("pg_ctl stop failed")?;
+        Ok(())
+    }
+
+    /// Empties an ephemeral data folder (kept, with its owner and mode, for the next initdb).
+    fn wipe(&self) -> anyhow::Result<()> {
+        for entry in std::fs::read_dir(&self.data_dir)
+            .with_context(|| format!("reading {}", self.data_dir.display()))?
+        {
+            let path = entry?.path();
+            let removed =
+                if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            removed.with_context(|| format!("removing {}", path.display()))?;
+        }
         Ok(())
     }
 
@@ -145,16 +298,37 @@ impl LocalPostgres {
     }
 }
 
+impl Drop for LocalPostgres {
+    /// A cluster this process owns is stopped even when the command ends by an error or a panic.
+    fn drop(&mut self) {
+        if self.owner.is_some() {
+            if let Err(error) = self.stop() {
+                eprintln!("local PostgreSQL: stopping {} failed: {error:#}", self.data_dir.display());
+            }
+        }
+    }
+}
+
 fn local_url(port: u16) -> String {
     format!("postgres://postgres@127.0.0.1:{port}/postgres")
 }
 
-fn server_options(port: u16, socket_dir: &Path) -> String {
+fn server_options(port: u16, socket_dir: &Path, durability: Durability) -> String {
+    let fast = match durability {
+        Durability::Durable => "",
+        Durability::Ephemeral => " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
+    };
     format!(
-        "-c listen_addresses=127.0.0.1 -p {port} -c fsync=off -c synchronous_commit=off \
-         -c full_page_writes=off -c max_connections=200 -c unix_socket_directories={}",
+        "-c listen_addresses=127.0.0.1 -p {port}{fast} -c max_connections=200 -c unix_socket_directories={}",
         socket_dir.display()
     )
+}
+
+/// `<data_dir>-ephemeral`, beside the durable folder.
+pub fn ephemeral_dir(data_dir: &Path) -> PathBuf {
+    let mut name = data_dir.file_name().map(|name| name.to_os_string()).unwrap_or_default();
+    name.push("-ephemeral");
+    data_dir.with_file_name(name)
 }
 
 /// The data folder when its path is short and plain (Unix socket paths are limited to ~107 bytes, and
@@ -169,175 +343,30 @@ fn socket_dir(data_dir: &Path) -> PathBuf {
     }
 }
 
-/// A command that runs `program` directly, or as `account` through `runuser` when we are root.
-fn as_account(account: Option<&str>, program: &Path, args: &[&str]) -> Command {
-    match account {
-        None => {
-            let mut command = Command::new(program);
-            command.args(args);
-            command
-        }
-        Some(account) => {
-            let mut command = Command::new("runuser");
-            command.args(["-u", account, "--"]).arg(program).args(args);
-            command
-        }
-    }
-}
-
-/// The folder holding `initdb` and `pg_ctl`.
-fn find_bin() -> anyhow::Result<PathBuf> {
-    let has_tools = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    if let Some(dir) = std::env::var_os("CLINIC_PG_BIN").filter(|dir| !dir.is_empty()) {
-        let dir = PathBuf::from(dir);
-        if has_tools(&dir) {
-            return Ok(dir);
-        }
-        bail!("CLINIC_PG_BIN={} does not hold initdb and pg_ctl", dir.display());
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            if has_tools(&dir) {
-                // Debian links /usr/bin/pg_ctl to a wrapper; use the real folder when it is a symlink.
-                let real = std::fs::canonicalize(dir.join("pg_ctl"))
-                    .ok()
-                    .and_then(|p| p.parent().map(Path::to_path_buf));
-                return Ok(real.filter(|real| has_tools(real)).unwrap_or(dir));
-            }
-        }
-    }
-    let newest = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|entry| {
-            let version = entry.file_name().to_string_lossy().parse::<f64>().ok()?;
-            let bin = entry.path().join("bin");
-            has_tools(&bin).then_some((version, bin))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match newest {
-        Some((_, bin)) => Ok(bin),
-        None => bail!(
-            "PostgreSQL's initdb and pg_ctl were not found on PATH or in /usr/lib/postgresql/<version>/bin. \
-             Install the Debian package `postgresql` (apt-get install postgresql), set CLINIC_PG_BIN to \
-             the folder holding them, or set DATABASE_URL to a server you already have."
-        ),
-    }
-}
-
-/// `None` when not root (run the tools directly); else the unprivileged account to run them as.
-fn account() -> anyhow::Result<Option<String>> {
-    if !is_root()? {
-        return Ok(None);
-    }
-    if user_exists("postgres") {
-        return Ok(Some("postgres".to_owned()));
-    }
-    if !user_exists(FALLBACK_ACCOUNT) {
-        let status = Command::new("useradd")
-            .args(["--system", "--no-create-home", "--shell", "/usr/sbin/nologin", FALLBACK_ACCOUNT])
-            .status()
-            .context("running useradd")?;
-        if !status.success() {
-            bail!("could not create the system account {FALLBACK_ACCOUNT} to run PostgreSQL (it refuses to run as root)");
-        }
-    }
-    Ok(Some(FALLBACK_ACCOUNT.to_owned()))
-}
-
-fn is_root() -> anyhow::Result<bool> {
-    let output = Command::new("id").arg("-u").output().context("running `id -u`")?;
-    Ok(String::from_utf8_lossy(&output.stdout).trim() == "0")
-}
-
-fn user_exists(name: &str) -> bool {
-    Command::new("id").arg("-u").arg(name).output().is_ok_and(|output| output.status.success())
-}
-
-/// `id -u`/`id -g` of `name`.
-fn ids_of(name: &str) -> anyhow::Result<(u32, u32)> {
-    let id = |flag: &str| -> anyhow::Result<u32> {
-        let output = Command::new("id").arg(flag).arg(name).output().context("running `id`")?;
-        String::from_utf8_lossy(&output.stdout).trim().parse().with_context(|| format!("no account {name}"))
-    };
-    Ok((id("-u")?, id("-g")?))
-}
-
-/// Creates the data folder and makes it the account's; returns the real folder to use.
-fn prepare_data_dir(requested: &Path, account: Option<&str>) -> anyhow::Result<PathBuf> {
-    std::fs::create_dir_all(requested).with_context(|| format!("creating {}", requested.display()))?;
-    // Absolute and symlink-free: the server runs with another working folder and account.
-    let data_dir =
-        std::fs::canonicalize(requested).with_context(|| format!("resolving {}", requested.display()))?;
-    let Some(account) = account else {
-        return Ok(data_dir);
-    };
-    make_private(&data_dir, account)?;
-    let reachable = as_account(
-        Some(account),
-        Path::new("test"),
-        &["-w", &data_dir.to_string_lossy(), "-a", "-x", &data_dir.to_string_lossy()],
-    )
-    .status()
-    .is_ok_and(|status| status.success());
-    if reachable {
-        return Ok(data_dir);
-    }
-    let fallback = PathBuf::from(format!("/var/tmp/clinic-pg-{}", path_hash(&data_dir)));
-    std::fs::create_dir_all(&fallback).with_context(|| format!("creating {}", fallback.display()))?;
-    make_private(&fallback, account)?;
-    // An empty folder at the usual place becomes a pointer to the real one.
-    if std::fs::remove_dir(&data_dir).is_ok() {
-        std::os::unix::fs::symlink(&fallback, &data_dir)
-            .with_context(|| format!("linking {} to {}", data_dir.display(), fallback.display()))?;
-    }
-    eprintln!(
-        "local PostgreSQL: {account} cannot reach {}; using {}",
-        data_dir.display(),
-        fallback.display()
-    );
-    Ok(fallback)
-}
-
-fn make_private(dir: &Path, account: &str) -> anyhow::Result<()> {
-    let (uid, gid) = ids_of(account)?;
-    std::os::unix::fs::chown(dir, Some(uid), Some(gid))
-        .with_context(|| format!("chown {}", dir.display()))?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-        .with_context(|| format!("chmod {}", dir.display()))?;
-    Ok(())
-}
-
-/// First 12 hex digits of the SHA-256 of the path (what the script computes with `sha256sum`).
-fn path_hash(path: &Path) -> String {
-    use std::io::Write;
-    use std::process::Stdio;
-    let sha256sum = || -> Option<String> {
-        let mut child =
-            Command::new("sha256sum").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
-        child.stdin.take()?.write_all(path.as_os_str().as_encoded_bytes()).ok()?;
-        let output = child.wait_with_output().ok()?;
-        let hex = String::from_utf8_lossy(&output.stdout).chars().take(12).collect::<String>();
-        (output.status.success() && hex.len() == 12).then_some(hex)
-    };
-    sha256sum().unwrap_or_else(|| {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        path.hash(&mut hasher);
-        format!("{:012x}", hasher.finish() & 0xffff_ffff_ffff)
-    })
-}
-
 #[cfg(test)]
 mod tests {
+    use super::account::path_hash;
+    use super::tools::parse_major;
     use super::*;
 
     #[test]
     fn url_and_options_name_the_port() {
         assert_eq!(local_url(55432), "postgres://postgres@127.0.0.1:55432/postgres");
-        let options = server_options(55432, Path::new("/repo/.local/pgdata"));
+        let options = server_options(55432, Path::new("/repo/.local/pgdata"), Durability::Durable);
         assert!(options.contains("-p 55432"));
+        assert!(!options.contains("fsync"), "durable by default: {options}");
+        let fast = server_options(55432, Path::new("/x"), Durability::Ephemeral);
+        assert!(
+            fast.contains("fsync=off")
+                && fast.contains("synchronous_commit=off")
+                && fast.contains("full_page_writes=off")
+        );
+        assert_eq!(
+            ephemeral_dir(Path::new("/repo/.local/pgdata")),
+            Path::new("/repo/.local/pgdata-ephemeral")
+        );
+        assert_eq!(parse_major("pg_ctl (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)\n"), Some(15));
+        assert_eq!(parse_major("pg_ctl (PostgreSQL) 17beta1\n"), Some(17));
         assert!(options.contains("listen_addresses=127.0.0.1"));
         assert!(options.contains("unix_socket_directories=/repo/.local/pgdata"));
     }
@@ -359,7 +388,7 @@ mod tests {
     /// Creates, starts, reuses and stops a real cluster in a temporary folder on a free port.
     #[test]
     fn starts_reuses_and_stops_a_cluster() {
-        if find_bin().is_err() {
+        if find_bin(None).is_err() {
             eprintln!("skipped: PostgreSQL server binaries are not installed (Debian package `postgresql`)");
             return;
         }
@@ -369,14 +398,14 @@ mod tests {
 
         let cluster = LocalPostgres::ensure_started(&data_dir, port).unwrap();
         let checks = std::panic::catch_unwind(|| {
-            assert!(cluster.started_here);
+            assert!(cluster.stop_on_exit);
             assert!(cluster.is_running());
             assert_eq!(cluster.running_port(), Some(port));
             assert_eq!(cluster.url(), format!("postgres://postgres@127.0.0.1:{port}/postgres"));
             assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_ok());
 
             let again = LocalPostgres::ensure_started(&data_dir, port).unwrap();
-            assert!(!again.started_here, "a running cluster is reused");
+            assert!(!again.stop_on_exit, "a running cluster is reused");
             again.stop().unwrap();
             assert!(cluster.is_running(), "stop leaves a cluster it did not start running");
 

@@ -1,6 +1,6 @@
 //! Configuration: environment variables, parsed once at start-up into typed values.
 //!
-//! Every variable has a documented default (README, "Configuration") except the ones a deployment
+//! Every variable has a documented default (docs/configuration.md) except the ones a deployment
 //! must choose (`DATABASE_URL` in Lambda). A bad value stops start-up with an error naming the variable;
 //! nothing is re-read later.
 

@@ -4,19 +4,24 @@
 //! - A process builds its pool once at start-up ([`connect_pool`]); handlers borrow connections from it
 //!   and never connect themselves. A broken connection is dropped by the pool's recycle check and
 //!   replaced on the next checkout.
-//! - TLS follows the `sslmode` of the connection string (`disable`, `prefer`, `require`); certificates
-//!   are verified against the system roots plus the optional CA file (`CLINIC_DB_CA_FILE`, e.g. the RDS
-//!   bundle).
+//! - TLS follows libpq's `sslmode` (default `prefer`) and `sslrootcert` in either connection-string
+//!   form, with `CLINIC_DB_CA_FILE` (e.g. the RDS bundle) as the root certificate when the string
+//!   names none ([`tls`]). Connection strings are edited only through [`conninfo`].
 //! - Migrations are forward-only: each applied file's checksum is recorded, and a file that changed
 //!   after it was applied stops the runner instead of being silently skipped. Concurrent runners
 //!   serialise on an advisory lock.
 
+use std::error::Error as _;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use postgres_native_tls::MakeTlsConnector;
 use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
+
+pub mod conninfo;
+pub mod tls;
+
+pub use conninfo::{redact, with_database, with_role};
 
 /// A pooled connection.
 pub type Conn = deadpool_postgres::Object;
@@ -28,7 +33,7 @@ pub type Tx<'a> = deadpool_postgres::Transaction<'a>;
 pub enum DbError {
     #[error("invalid database URL: {0}")]
     InvalidUrl(String),
-    #[error("could not set up TLS for the database connection: {0}")]
+    #[error("database TLS: {0}")]
     Tls(String),
     #[error("could not build the connection pool: {0}")]
     Pool(String),
@@ -40,52 +45,16 @@ pub enum DbError {
     MigrationChanged { version: i32 },
 }
 
-/// Builds the TLS connector used for every connection.
-pub fn tls_connector(ca_file: Option<&str>) -> Result<MakeTlsConnector, DbError> {
-    let mut builder = native_tls::TlsConnector::builder();
-    if let Some(path) = ca_file {
-        let pem = std::fs::read_to_string(path).map_err(|e| DbError::Tls(format!("reading {path}: {e}")))?;
-        // A bundle (such as the RDS one) holds many certificates; trust every one of them.
-        let certificates = split_pem_certificates(&pem);
-        if certificates.is_empty() {
-            return Err(DbError::Tls(format!("{path} holds no PEM certificate")));
-        }
-        for block in certificates {
-            let certificate = native_tls::Certificate::from_pem(block.as_bytes())
-                .map_err(|e| DbError::Tls(format!("parsing {path}: {e}")))?;
-            builder.add_root_certificate(certificate);
-        }
-    }
-    let connector = builder.build().map_err(|e| DbError::Tls(e.to_string()))?;
-    Ok(MakeTlsConnector::new(connector))
-}
-
-/// The `-----BEGIN CERTIFICATE-----` … `-----END CERTIFICATE-----` blocks of a PEM file, in order.
-fn split_pem_certificates(pem: &str) -> Vec<String> {
-    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
-    const END: &str = "-----END CERTIFICATE-----";
-    let mut blocks = Vec::new();
-    let mut rest = pem;
-    while let Some(start) = rest.find(BEGIN) {
-        let Some(length) = rest[start..].find(END) else { break };
-        let end = start + length + END.len();
-        blocks.push(format!("{}\n", &rest[start..end]));
-        rest = &rest[end..];
-    }
-    blocks
-}
-
 /// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout.
 pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result<Pool, DbError> {
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(e.to_string()))?;
+    let (mut config, settings) = tls::split(url, ca_file)?;
     if config.get_application_name().is_none() {
         config.application_name("clinic");
     }
     config.connect_timeout(Duration::from_secs(5));
     let manager = Manager::from_config(
         config,
-        tls_connector(ca_file)?,
+        tls::connector(&settings)?,
         ManagerConfig { recycling_method: RecyclingMethod::Fast },
     );
     Pool::builder(manager)
@@ -105,10 +74,16 @@ pub async fn connect_single(
     notifications: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
 ) -> Result<Client, DbError> {
     use futures::StreamExt;
-    let mut config: tokio_postgres::Config =
-        url.parse().map_err(|e: tokio_postgres::Error| DbError::InvalidUrl(e.to_string()))?;
+    let (mut config, settings) = tls::split(url, ca_file)?;
     config.connect_timeout(Duration::from_secs(5));
-    let (client, mut connection) = config.connect(tls_connector(ca_file)?).await?;
+    let (client, mut connection) = config.connect(tls::connector(&settings)?).await.map_err(|error| {
+        // tokio-postgres' `Display` hides the cause; a handshake failure's cause says what to change.
+        if error.source().is_some_and(|cause| cause.is::<tls::HandshakeError>()) {
+            DbError::Tls(tls::describe(&error))
+        } else {
+            DbError::Postgres(error)
+        }
+    })?;
     tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
@@ -227,15 +202,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_pem_bundle_is_split_into_every_certificate() {
-        let bundle = "junk\n-----BEGIN CERTIFICATE-----\nAAA\n-----END CERTIFICATE-----\n\
-                      -----BEGIN CERTIFICATE-----\nBBB\n-----END CERTIFICATE-----\n";
-        let blocks = split_pem_certificates(bundle);
-        assert_eq!(blocks.len(), 2);
-        assert!(blocks[1].contains("BBB") && blocks[1].starts_with("-----BEGIN"));
-    }
-
-    #[test]
     fn migration_list_matches_the_migrations_folder() {
         let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
         let mut files: Vec<String> = std::fs::read_dir(folder)
@@ -320,9 +286,8 @@ pub fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
     error.as_db_error().and_then(|db| db.constraint())
 }
 
-/// `url` with `options=-c role=<role>` added, so every session of a pool runs as that role (the
-/// login user must be allowed to `SET ROLE` to it).
+/// `url` (either form) with `-c role=<role>` added to its `options`, so every session of a pool runs
+/// as that role (the login user must be allowed to `SET ROLE` to it).
 pub fn url_with_role(url: &str, role: &str) -> String {
-    let separator = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{separator}options=-c%20role%3D{role}")
+    with_role(url, role)
 }

@@ -4,7 +4,8 @@
 //! - Every test that touches the database gets its own database, `clinic_test_<ulid>`, copied from a
 //!   template that holds every migration. Real PostgreSQL, never a mock; no test sees another's rows.
 //! - The server is `DATABASE_URL` when set, else `postgres://postgres@127.0.0.1:5432/postgres`
-//!   `?sslmode=disable` (`tests/run` always sets `DATABASE_URL`). The role needs `CREATEDB`.
+//!   (`tests/run` always sets `DATABASE_URL`). The role needs `CREATEDB`. TLS follows libpq's
+//!   `sslmode` (see `clinic_core::db::tls`); URLs are edited with `clinic_core::db::conninfo`.
 //! - The template is named by the checksum of all migration SQL (`clinic_template_<hash>`), so test
 //!   processes built from the same migrations share it (nextest runs binaries in parallel) and a
 //!   changed migration list gets a new one. It is built once per process at most, under an advisory
@@ -28,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
 
-use clinic_core::db::{self, MIGRATIONS};
+use clinic_core::db::{self, redact, with_database, with_role, MIGRATIONS};
 use sha2::{Digest, Sha256};
 use tokio::sync::OnceCell;
 use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
@@ -37,9 +38,9 @@ use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 use ulid::Ulid;
 
-/// The server used when `DATABASE_URL` is not set. TLS is disabled: a local Debian cluster offers
-/// TLS with a self-signed certificate, which `sslmode=prefer` would try and then reject.
-pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable";
+/// The server used when `DATABASE_URL` is not set (libpq's default `sslmode=prefer`: a local Debian
+/// cluster's self-signed certificate encrypts without being verified, as with `psql`).
+pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Test databases older than this are assumed leaked by a killed test process and are dropped.
 pub const STALE_AFTER: Duration = Duration::from_secs(6 * 60 * 60);
@@ -268,107 +269,8 @@ async fn sweep_stale_databases(admin: &tokio_postgres::Client) {
     }
 }
 
-/// `url` pointing at database `name` instead. Handles both URL (`postgres://…`) and key=value forms.
-fn with_database(url: &str, name: &str) -> String {
-    match split_url(url) {
-        Some((prefix, _path, query)) => format!("{prefix}/{}{query}", percent_encode(name)),
-        None => format!("{url} dbname={}", quote_keyword_value(name)),
-    }
-}
-
-/// `url` with `-c role=<role>` added to its `options` parameter.
-fn with_role(url: &str, role: &str) -> String {
-    let setting = format!("-c role={}", role.replace('\\', "\\\\").replace(' ', "\\ "));
-    match split_url(url) {
-        Some((prefix, path, query)) => {
-            let mut pairs: Vec<String> = query
-                .strip_prefix('?')
-                .unwrap_or("")
-                .split('&')
-                .filter(|pair| !pair.is_empty())
-                .map(str::to_owned)
-                .collect();
-            match pairs.iter_mut().find(|pair| pair.starts_with("options=")) {
-                Some(pair) => {
-                    let existing = percent_decode(&pair["options=".len()..]);
-                    *pair = format!("options={}", percent_encode(&format!("{existing} {setting}")));
-                }
-                None => pairs.push(format!("options={}", percent_encode(&setting))),
-            }
-            format!("{prefix}{path}?{}", pairs.join("&"))
-        }
-        // In key=value form a later `options` replaces an earlier one.
-        None => format!("{url} options={}", quote_keyword_value(&setting)),
-    }
-}
-
-/// Splits a `postgres://` URL into (scheme and authority, `/path`, `?query`), parsing the way
-/// tokio-postgres does. `None` for the key=value form.
-fn split_url(url: &str) -> Option<(&str, &str, &str)> {
-    let scheme_len = ["postgres://", "postgresql://"]
-        .iter()
-        .find(|scheme| url.starts_with(*scheme))
-        .map(|scheme| scheme.len())?;
-    let rest = &url[scheme_len..];
-    let host_start = rest.find('@').map_or(0, |at| at + 1);
-    let host_end = rest[host_start..].find(['/', '?']).map_or(rest.len(), |i| host_start + i);
-    let after_host = &rest[host_end..];
-    let query_start = after_host.find('?').unwrap_or(after_host.len());
-    Some((&url[..scheme_len + host_end], &after_host[..query_start], &after_host[query_start..]))
-}
-
-fn percent_encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|byte| match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (byte as char).to_string(),
-            _ => format!("%{byte:02X}"),
-        })
-        .collect()
-}
-
-fn percent_decode(value: &str) -> String {
-    let bytes = value.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn quote_keyword_value(value: &str) -> String {
-    format!("'{}'", value.replace('\\', "\\\\").replace('\'', "\\'"))
-}
-
 fn quote_ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// The URL without its password, for error messages.
-fn redact(url: &str) -> String {
-    let Some((prefix, path, query)) = split_url(url) else {
-        return "(key=value connection string)".to_owned();
-    };
-    let scheme_end = prefix.find("://").map_or(0, |i| i + 3);
-    let (authority, query) = (&prefix[scheme_end..], if query.contains("password") { "" } else { query });
-    match authority.find('@') {
-        Some(at) => {
-            let user = authority[..at].split(':').next().unwrap_or("");
-            format!("{}{user}{}{path}{query}", &prefix[..scheme_end], &authority[at..])
-        }
-        None => format!("{prefix}{path}{query}"),
-    }
 }
 
 /// A database error with the server's message (tokio-postgres' `Display` hides it).
@@ -561,34 +463,6 @@ mod tests {
         assert_eq!(name, template_name());
         assert_eq!(name.len(), "clinic_template_".len() + 16);
         assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
-    }
-
-    #[test]
-    fn connection_strings_are_rewritten() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/postgres", "clinic_test_x"),
-            "postgres://postgres@127.0.0.1:5432/clinic_test_x"
-        );
-        assert_eq!(
-            with_database("postgresql://u:p%2Fw@db:5432?sslmode=require", "t"),
-            "postgresql://u:p%2Fw@db:5432/t?sslmode=require"
-        );
-        assert_eq!(with_database("host=db user=u", "t"), "host=db user=u dbname='t'");
-        assert_eq!(
-            with_role("postgres://u@h/d", "clinic_app"),
-            "postgres://u@h/d?options=-c%20role%3Dclinic_app"
-        );
-        assert_eq!(
-            with_role("postgres://u@h/d?sslmode=disable&options=-c%20a%3Db", "r"),
-            "postgres://u@h/d?sslmode=disable&options=-c%20a%3Db%20-c%20role%3Dr"
-        );
-        assert_eq!(with_role("host=h", "r"), "host=h options='-c role=r'");
-        let config: tokio_postgres::Config =
-            with_role("postgres://u@h/d?sslmode=disable", "r").parse().unwrap();
-        assert_eq!(config.get_options(), Some("-c role=r"));
-        assert_eq!(config.get_dbname(), Some("d"));
-        assert_eq!(redact("postgres://u:secret@h:1/d"), "postgres://u@h:1/d");
-        assert_eq!(redact("postgres://u@h/d"), "postgres://u@h/d");
     }
 
     #[test]

@@ -1,10 +1,17 @@
 //! `clinic dev`: the whole service in one local process.
 //!
-//! Starts (or reuses) the project-local PostgreSQL cluster unless `DATABASE_URL` is set, applies
+//! Starts (or adopts) the project-local PostgreSQL cluster unless `DATABASE_URL` is set, applies
 //! migrations, seeds a demo workspace once (an admin and two practitioners), prints a ready admin token
 //! and the base URL, then serves the API on 127.0.0.1 with the dispatcher loop and the in-process
-//! listeners running beside it. Ctrl-C stops the server, the dispatcher and the cluster it started.
-//! The API path connects as the restricted `clinic_app` role.
+//! listeners running beside it. The API path connects as the restricted `clinic_app` role.
+//!
+//! Invariants:
+//! - `clinic dev` owns its data folder (`local_pg::LocalPostgres::own`): a second one on the same
+//!   folder is refused with the first one's pid and URLs; Ctrl-C (SIGINT) and SIGTERM stop the server,
+//!   the dispatcher and the cluster, whether this run started it or adopted it after a crash. A
+//!   database named by `DATABASE_URL` is never started or stopped.
+//! - The signal handlers are installed before anything starts, so a signal during start-up still
+//!   ends in the same orderly stop.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -30,22 +37,57 @@ pub struct DevArgs {
     /// Port to serve on.
     #[arg(long, env = "CLINIC_PORT", default_value_t = 3000)]
     port: u16,
+    /// A throwaway cluster with fast, non-durable settings (fsync off), wiped on exit.
+    #[arg(long, env = "CLINIC_PG_EPHEMERAL")]
+    ephemeral: bool,
 }
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
     telemetry::init(LogFormat::Text);
-    let (url, cluster) = crate::settings::database()?;
-    let outcome = serve(args, &url).await;
+    let shutdown = Shutdown::install()?;
+    let ephemeral = args.ephemeral;
+    let (url, mut cluster) =
+        tokio::task::spawn_blocking(move || crate::settings::owned_database(ephemeral)).await??;
+    if let Some(cluster) = &mut cluster {
+        cluster.note_owner(format!("api: http://{}", SocketAddr::new(args.host, args.port)))?;
+    }
+    let outcome = serve(args, &url, shutdown).await;
     if let Some(cluster) = cluster {
-        cluster.stop().context("stopping the local PostgreSQL cluster")?;
+        tokio::task::spawn_blocking(move || cluster.stop())
+            .await?
+            .context("stopping the local PostgreSQL cluster")?;
     }
     outcome
 }
 
-async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
+/// SIGINT (Ctrl-C) or SIGTERM (a process manager, `docker stop`), registered at once.
+struct Shutdown {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Shutdown {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    async fn received(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => tracing::info!("SIGINT received; stopping"),
+            _ = self.terminate.recv() => tracing::info!("SIGTERM received; stopping"),
+        }
+    }
+}
+
+async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<()> {
     crate::commands::migrate::apply(url).await?;
     let app_url = url_with_role(url, "clinic_app");
-    let pool = connect_pool(&app_url, 16, None)?;
+    let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
+    let pool = connect_pool(&app_url, 16, ca_file.as_deref())?;
     let (workspace_id, admin_id) = seed(&pool).await?;
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(
@@ -66,15 +108,14 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
         .with_context(|| format!("binding {address} (set CLINIC_PORT or --port to use another port)"))?;
     println!("clinic dev is running");
     println!("  base URL:   http://{address}");
+    println!("  database:   {}", clinic_core::db::redact(url));
     println!("  workspace:  {workspace_id}");
     println!("  admin:      {admin_id}");
     println!("  token:      {token}");
     println!("  try:        curl -s http://{address}/healthz");
     println!("Press Ctrl-C to stop.");
     axum::serve(listener, router(state))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(shutdown.received())
         .await
         .context("serving HTTP")?;
     dispatcher.stop().await;

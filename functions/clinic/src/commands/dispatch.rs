@@ -70,7 +70,8 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         }
         other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
     };
-    let dispatcher = Dispatcher::new(pool, transport, config).with_listen(url, None);
+    let dispatcher = Dispatcher::new(pool, transport, config)
+        .with_listen(url, clinic_core::config::var("CLINIC_DB_CA_FILE"));
     tasks.push(tokio::spawn(async move {
         let report = dispatcher.run_until(stopped(stop_rx)).await;
         tracing::info!(steps = report.steps, dispatched = report.totals.dispatched, "dispatcher stopped");

@@ -1,7 +1,7 @@
 //! The bench database: created fresh per section, migrated, seeded by plain SQL, dropped at the end.
 
 use anyhow::Context;
-use clinic_core::db::{connect_pool, connect_single, url_with_role};
+use clinic_core::db::{connect_pool, connect_single, url_with_role, with_database};
 use clinic_core::ids::{MemberId, WorkspaceId};
 use deadpool_postgres::Pool;
 use tokio_postgres::Client;
@@ -68,17 +68,6 @@ pub async fn connect(url: &str) -> anyhow::Result<Client> {
     connect_single(url, None, None).await.context("connecting to the bench server")
 }
 
-/// `url` naming database `name` instead (URL form `postgres://…/db?…`, or key=value form).
-pub fn with_database(url: &str, name: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return format!("{url} dbname={name}");
-    };
-    let rest_start = scheme_end + 3;
-    let query_start = url[rest_start..].find('?').map_or(url.len(), |i| rest_start + i);
-    let path_start = url[rest_start..query_start].find('/').map_or(query_start, |i| rest_start + i);
-    format!("{}/{name}{}", &url[..path_start], &url[query_start..])
-}
-
 /// What the write and latency runs book against: one workspace, its admin, and many practitioners and
 /// patients, so that concurrent bookings never compete for one practitioner's slots.
 #[derive(Debug, Clone)]
@@ -124,23 +113,4 @@ pub async fn seed(client: &Client, practitioners: usize, patients: usize) -> any
 
 fn ids(count: usize) -> Vec<Ulid> {
     (0..count).map(|_| clinic_core::ids::new_ulid()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn database_name_is_replaced_or_added() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "b1"),
-            "postgres://postgres@127.0.0.1:5432/b1?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://u@h:1", "b2"), "postgres://u@h:1/b2");
-        assert_eq!(
-            with_database("postgres://u@h:1?sslmode=disable", "b3"),
-            "postgres://u@h:1/b3?sslmode=disable"
-        );
-        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname=b4");
-    }
 }
