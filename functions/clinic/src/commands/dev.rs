@@ -46,7 +46,8 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
     crate::commands::migrate::apply(url).await?;
     let app_url = url_with_role(url, "clinic_app");
     let pool = connect_pool(&app_url, 16, None)?;
-    let (workspace_id, admin_id) = seed(&pool).await?;
+    // Tenants and members are the owner's to create: `clinic_app` may only read them (migration V4).
+    let (workspace_id, admin_id) = seed(&connect_pool(url, 1, None)?).await?;
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(
         secret.as_bytes(),

@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::db::Tx;
+use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
@@ -184,6 +185,9 @@ pub async fn update(
     patient.version += 1;
     patient.updated_at = crate::domain::values::now();
     repo::update(tx, &patient).await?;
+    // The answer carries every personal field, not only the changed ones: a disclosure.
+    let purpose = Purpose::route(disclosure_routes::PATCH_PATIENT);
+    disclosures::record(tx, ctx.workspace_id, &ctx.cause.actor, &[patient.id], purpose).await?;
     let event = append(tx, &ctx.cause, patient_event(EventType::PatientUpdated, &patient)).await?;
     Ok((patient, event))
 }

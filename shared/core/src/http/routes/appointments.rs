@@ -9,6 +9,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::appointments::{self, Access, Cancel, Complete, NewAppointment, Reschedule};
+use crate::disclosures::{self, routes, Purpose};
 use crate::error::DomainError;
 use crate::http::auth::Caller;
 use crate::http::mutation::{PostMutation, PostRequest};
@@ -28,10 +29,16 @@ pub async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id: AppointmentId = path_id(&id)?;
-    let conn = state.pool.get().await?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
     let appointment =
-        appointments::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+        appointments::repo::find(&tx, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf).check(&appointment)?;
+    // The answer carries the reason (health data): a disclosure about the appointment's patient.
+    let purpose = Purpose::route(routes::GET_APPOINTMENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[appointment.patient_id], purpose)
+        .await?;
+    tx.commit().await?;
     Ok(Json(appointment).into_response())
 }
 

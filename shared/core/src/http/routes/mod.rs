@@ -2,6 +2,7 @@
 //! of work, and answer; they hold no business rules of their own.
 
 pub mod appointments;
+pub mod disclosures;
 pub mod health;
 pub mod notifications;
 pub mod outbox;

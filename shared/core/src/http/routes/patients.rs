@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::{context, path_id};
+use crate::disclosures::{self, routes, Purpose};
 use crate::error::DomainError;
 use crate::http::auth::Caller;
 use crate::http::mutation::{PostMutation, PostRequest};
@@ -32,8 +33,12 @@ pub async fn get_one(
             return Err(DomainError::Forbidden.into());
         }
     }
-    let conn = state.pool.get().await?;
-    let patient = patients::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let patient = patients::repo::find(&tx, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let purpose = Purpose::route(routes::GET_PATIENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[patient.id], purpose).await?;
+    tx.commit().await?;
     Ok(Json(patient).into_response())
 }
 
