@@ -43,9 +43,9 @@ CREATE TRIGGER event_outbox_fill_workspace BEFORE INSERT ON event_outbox
 ALTER TABLE event_outbox ALTER COLUMN workspace_id SET NOT NULL;
 
 -- Newest-first listing of a workspace (keyset on the event id), with or without a status filter;
--- per-status counts of a workspace read the second one index-only.
+-- per-status counts (of one workspace or all) read the second one index-only.
 CREATE INDEX event_outbox_workspace_idx ON event_outbox (workspace_id, event_id);
-CREATE INDEX event_outbox_workspace_status_idx ON event_outbox (workspace_id, status, event_id);
+CREATE INDEX event_outbox_status_workspace_idx ON event_outbox (status, workspace_id, event_id);
 
 -- 3. Retention (issue 12 item 10; docs/retention.md): the sweeps walk these in bounded batches.
 CREATE INDEX idempotency_keys_created_idx ON idempotency_keys (created_at);
