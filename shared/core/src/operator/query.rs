@@ -257,7 +257,7 @@ pub struct Stats {
 }
 
 /// Dispatched rows are counted up to this many (an index-only walk of at most this many entries).
-pub const DISPATCHED_COUNT_LIMIT: i64 = 10_000;
+pub const DISPATCHED_COUNT_LIMIT: i64 = 1_000;
 
 /// Statuses other than `dispatched` — what needs (or needed) attention — are counted exactly: these
 /// rows are few in a healthy system (live rows are drained, dead ones acted on, discarded ones

@@ -1,0 +1,173 @@
+//! Operator queries (issue 12 item 9): the admin outbox list and stats of one workspace, on a
+//! database whose outbox holds only that workspace's working set, beside a second database with the
+//! same working set plus `--history` dispatched events of history in the same workspace.
+//!
+//! Fairness: both databases are built the same way and vacuumed; the timed calls alternate between
+//! them in rounds (empty, history, history, empty), one connection each as `clinic_app`, so drift on
+//! a shared machine hits both sides. The figure is the median of every call; p95 beside it.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clinic_core::ids::WorkspaceId;
+use clinic_core::operator::{self, OutboxFilter};
+use clinic_core::outbox::OutboxStatus;
+use deadpool_postgres::Object;
+use tokio::time::Instant;
+
+use super::db::BenchDb;
+use super::dispatch::prefill_sql;
+use super::report::{ms, ratio, thousands, Report, Row};
+use super::stats::Samples;
+use super::Options;
+
+/// The working set both databases share: rows by status, oldest first.
+const WORKING_SET: &[(&str, i64)] =
+    &[("dead", 20), ("retry", 10), ("discarded", 20), ("dispatched", 900), ("pending", 50)];
+
+/// One operator query shape.
+#[derive(Debug, Clone, Copy)]
+enum Query {
+    Newest,
+    Dead,
+    DeadOlderThanAnHour,
+    Stats,
+}
+
+impl Query {
+    const ALL: [Query; 4] = [Query::Newest, Query::Dead, Query::DeadOlderThanAnHour, Query::Stats];
+
+    fn label(self) -> &'static str {
+        match self {
+            Query::Newest => "list, newest page (limit 50)",
+            Query::Dead => "list `status=dead` (limit 50)",
+            Query::DeadOlderThanAnHour => "list `status=dead&olderThan=1h` (limit 50)",
+            Query::Stats => "stats (counts, oldest due, dead by code)",
+        }
+    }
+
+    async fn run(self, client: &Object, workspace: WorkspaceId) -> anyhow::Result<Duration> {
+        let filter = OutboxFilter { workspace: Some(workspace), ..OutboxFilter::default() };
+        let started = Instant::now();
+        match self {
+            Query::Newest => drop(operator::list(client, &filter, 50).await?),
+            Query::Dead => {
+                let filter = OutboxFilter { status: Some(OutboxStatus::Dead), ..filter };
+                drop(operator::list(client, &filter, 50).await?);
+            }
+            Query::DeadOlderThanAnHour => {
+                let filter = OutboxFilter {
+                    status: Some(OutboxStatus::Dead),
+                    older_than: Some(Duration::from_secs(3600)),
+                    ..filter
+                };
+                drop(operator::list(client, &filter, 50).await?);
+            }
+            Query::Stats => drop(operator::stats(client, Some(workspace)).await?),
+        }
+        Ok(started.elapsed())
+    }
+}
+
+/// One side: a database with its workspace, and the app-role connection the queries run on.
+struct Side {
+    client: Object,
+    workspace: WorkspaceId,
+}
+
+async fn side(db: &BenchDb, history: i64) -> anyhow::Result<Side> {
+    let owner = db.owner().await?;
+    let workspace = uuid::Uuid::from(ulid::Ulid::generate());
+    for (status, rows) in WORKING_SET {
+        owner.execute(&prefill_sql(), &[&workspace, rows, status]).await.context("working set")?;
+    }
+    // Working-set rows were written a day ago (so `olderThan=1h` selects them).
+    owner.execute("UPDATE event_outbox SET created_at = created_at - interval '1 day'", &[]).await?;
+    let started = Instant::now();
+    let mut written = 0;
+    while written < history {
+        let rows = (history - written).min(100_000);
+        owner.execute(&prefill_sql(), &[&workspace, &rows, &"dispatched"]).await.context("history")?;
+        written += rows;
+    }
+    owner.batch_execute("VACUUM ANALYZE").await?;
+    if history > 0 {
+        eprintln!("bench: operator: added {history} dispatched history rows in {:?}", started.elapsed());
+    }
+    let client = db.app_pool(1)?.get().await?;
+    Ok(Side { client, workspace: WorkspaceId::from_uuid(workspace) })
+}
+
+pub async fn run(
+    admin_url: &str,
+    db: &BenchDb,
+    options: &Options,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let history = options.history_rows();
+    let with_history_db = BenchDb::create(admin_url).await?;
+    let outcome = measure(db, &with_history_db, history, options, report).await;
+    let dropped = with_history_db.drop_database().await;
+    outcome?;
+    dropped
+}
+
+async fn measure(
+    empty_db: &BenchDb,
+    history_db: &BenchDb,
+    history: i64,
+    options: &Options,
+    report: &mut Report,
+) -> anyhow::Result<()> {
+    let empty = side(empty_db, 0).await?;
+    let full = side(history_db, history).await?;
+    let calls = if options.smoke { 10 } else { 200 };
+    for query in Query::ALL {
+        // Warm both sides (prepared statements, caches), then alternate.
+        for side in [&empty, &full] {
+            for _ in 0..5 {
+                query.run(&side.client, side.workspace).await?;
+            }
+        }
+        let (mut on_empty, mut on_full) = (Samples::with_capacity(calls), Samples::with_capacity(calls));
+        for round in 0..calls {
+            let order = if round % 2 == 0 { [false, true] } else { [true, false] };
+            for with_history in order {
+                let side = if with_history { &full } else { &empty };
+                let took = query.run(&side.client, side.workspace).await?;
+                if with_history {
+                    on_full.push(took)
+                } else {
+                    on_empty.push(took)
+                }
+            }
+        }
+        let (full_median, empty_median) = (on_full.quantile_ms(0.5), on_empty.quantile_ms(0.5));
+        let (r, ratio_text) = ratio(full_median.unwrap_or(0.0), empty_median.unwrap_or(0.0));
+        report.push(Row {
+            measure: format!(
+                "9. Operator {} of one workspace with {} dispatched events of history in it",
+                query.label(),
+                thousands(history as f64)
+            ),
+            figure: format!("median {} (p95 {})", ms(full_median), ms(on_full.quantile_ms(0.95))),
+            baseline: format!(
+                "same working set, empty history: median {} (p95 {})",
+                ms(empty_median),
+                ms(on_empty.quantile_ms(0.95))
+            ),
+            ratio: ratio_text,
+            target: "≤ 1.2× and ≤ 20 ms".into(),
+            met: Some(r <= 1.2 && full_median.unwrap_or(f64::MAX) <= 20.0),
+        });
+    }
+    report.note(format!(
+        "Operator queries: working set {} rows per side ({WORKING_SET:?}), {calls} alternating calls per \
+         query and side on one clinic_app connection; stats count dispatched rows up to {} (`dispatchedCapped`). \
+         Filters on `eventType` or `olderThan` without a status walk the workspace's rows newest first \
+         (cost grows with the newer rows they skip); the documented operator shapes filter by status.",
+        WORKING_SET.iter().map(|(_, rows)| rows).sum::<i64>(),
+        thousands(operator::DISPATCHED_COUNT_LIMIT as f64),
+    ));
+    Ok(())
+}
