@@ -125,6 +125,28 @@ pub async fn list(
     filter: &OutboxFilter,
     limit: i64,
 ) -> Result<Vec<OutboxItem>, tokio_postgres::Error> {
+    Ok(run_list(client, filter, limit, "").await?.iter().map(item_from_row).collect())
+}
+
+/// The server's own account of [`list`] for `filter`: planning and execution time in milliseconds
+/// (`EXPLAIN (ANALYZE)` of the same statement with the same parameters; it reads, never writes).
+pub async fn explain_list(
+    client: &impl GenericClient,
+    filter: &OutboxFilter,
+    limit: i64,
+) -> Result<(f64, f64), tokio_postgres::Error> {
+    let rows = run_list(client, filter, limit, "EXPLAIN (ANALYZE, FORMAT JSON) ").await?;
+    let plan: serde_json::Value = rows.first().map(|row| row.get(0)).unwrap_or_default();
+    let time = |key: &str| plan[0][key].as_f64().unwrap_or(0.0);
+    Ok((time("Planning Time"), time("Execution Time")))
+}
+
+async fn run_list(
+    client: &impl GenericClient,
+    filter: &OutboxFilter,
+    limit: i64,
+    prefix: &str,
+) -> Result<Vec<Row>, tokio_postgres::Error> {
     let event_type = filter.event_type.map(EventType::as_str);
     // Ages beyond a century select the same rows (none) and keep `now() - age` in range.
     let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
@@ -147,9 +169,8 @@ pub async fn list(
     let filters = query.where_clause();
     query.params.push(&limit);
     let statement =
-        format!("SELECT {ITEM_COLUMNS} {LIST_FROM} {filters} {NEWEST_FIRST}{}", query.params.len());
-    let rows = sql::query(client, &statement, &query.params).await?;
-    Ok(rows.iter().map(item_from_row).collect())
+        format!("{prefix}SELECT {ITEM_COLUMNS} {LIST_FROM} {filters} {NEWEST_FIRST}{}", query.params.len());
+    sql::query(client, &statement, &query.params).await
 }
 
 /// A listener recorded as started for an event (kept only for partly failed attempts).

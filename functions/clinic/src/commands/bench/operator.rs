@@ -52,26 +52,35 @@ impl Query {
         }
     }
 
-    async fn run(self, client: &Object, workspace: WorkspaceId) -> anyhow::Result<Duration> {
+    /// The listing's filter; `None` for stats.
+    fn filter(self, workspace: WorkspaceId) -> Option<OutboxFilter> {
         let filter = OutboxFilter { workspace: Some(workspace), ..OutboxFilter::default() };
-        let started = Instant::now();
+        let dead = OutboxFilter { status: Some(OutboxStatus::Dead), ..filter.clone() };
         match self {
-            Query::Newest => drop(operator::list(client, &filter, 50).await?),
-            Query::Dead => {
-                let filter = OutboxFilter { status: Some(OutboxStatus::Dead), ..filter };
-                drop(operator::list(client, &filter, 50).await?);
-            }
+            Query::Newest => Some(filter),
+            Query::Dead => Some(dead),
             Query::DeadOlderThanAnHour => {
-                let filter = OutboxFilter {
-                    status: Some(OutboxStatus::Dead),
-                    older_than: Some(Duration::from_secs(3600)),
-                    ..filter
-                };
-                drop(operator::list(client, &filter, 50).await?);
+                Some(OutboxFilter { older_than: Some(Duration::from_secs(3600)), ..dead })
             }
-            Query::Stats => drop(operator::stats(client, Some(workspace)).await?),
+            Query::Stats => None,
+        }
+    }
+
+    /// One call as the API makes it, timed by the client.
+    async fn run(self, client: &Object, workspace: WorkspaceId) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        match self.filter(workspace) {
+            Some(filter) => drop(operator::list(client, &filter, 50).await?),
+            None => drop(operator::stats(client, Some(workspace)).await?),
         }
         Ok(started.elapsed())
+    }
+
+    /// The server's planning + execution time of a listing (`EXPLAIN ANALYZE`), in microseconds.
+    async fn server_micros(self, client: &Object, workspace: WorkspaceId) -> anyhow::Result<Option<u64>> {
+        let Some(filter) = self.filter(workspace) else { return Ok(None) };
+        let (planning, execution) = operator::explain_list(client, &filter, 50).await?;
+        Ok(Some(((planning + execution) * 1000.0) as u64))
     }
 }
 
@@ -136,15 +145,21 @@ async fn measure(
             }
         }
         let (mut on_empty, mut on_full) = (Samples::with_capacity(calls), Samples::with_capacity(calls));
+        let (mut server_empty, mut server_full) = (Samples::default(), Samples::default());
         for round in 0..calls {
             let order = if round % 2 == 0 { [false, true] } else { [true, false] };
             for with_history in order {
                 let side = if with_history { &full } else { &empty };
                 let took = query.run(&side.client, side.workspace).await?;
-                if with_history {
-                    on_full.push(took)
+                let server = query.server_micros(&side.client, side.workspace).await?;
+                let (client_samples, server_samples) = if with_history {
+                    (&mut on_full, &mut server_full)
                 } else {
-                    on_empty.push(took)
+                    (&mut on_empty, &mut server_empty)
+                };
+                client_samples.push(took);
+                if let Some(micros) = server {
+                    server_samples.push_micros(micros);
                 }
             }
         }
@@ -160,17 +175,37 @@ async fn measure(
                 ms(samples.quantile_ms(0.95))
             )
         };
+        // The server's own time (EXPLAIN ANALYZE: planning + execution) of the listings.
+        let (server_full_median, server_empty_median) =
+            (server_full.quantile_ms(0.5), server_empty.quantile_ms(0.5));
+        let server = server_full_median.zip(server_empty_median).map(|(full_ms, empty_ms)| {
+            let (server_ratio, text) = ratio(full_ms, empty_ms);
+            (
+                server_ratio,
+                format!(" · server {text}"),
+                format!("; server median {}", ms(Some(full_ms))),
+                format!("; server median {}", ms(Some(empty_ms))),
+            )
+        });
+        let met = server.as_ref().map_or(r, |(server_ratio, ..)| *server_ratio) <= 1.2
+            && full_median.unwrap_or(f64::MAX) <= 20.0;
+        let (server_ratio_text, server_full_text, server_empty_text) = server
+            .map(|(_, ratio_text, full_text, empty_text)| (ratio_text, full_text, empty_text))
+            .unwrap_or_default();
         report.push(Row {
             measure: format!(
                 "9. Operator {} of one workspace with {} dispatched events of history in it",
                 query.label(),
                 thousands(history as f64)
             ),
-            figure: spread(&mut on_full),
-            baseline: format!("same working set, empty history: {}", spread(&mut on_empty)),
-            ratio: format!("p10 {fast_ratio} · median {median_ratio}"),
+            figure: format!("{}{server_full_text}", spread(&mut on_full)),
+            baseline: format!(
+                "same working set, empty history: {}{server_empty_text}",
+                spread(&mut on_empty)
+            ),
+            ratio: format!("p10 {fast_ratio} · median {median_ratio}{server_ratio_text}"),
             target: "≤ 1.2× and ≤ 20 ms".into(),
-            met: Some(r <= 1.2 && full_median.unwrap_or(f64::MAX) <= 20.0),
+            met: Some(met),
         });
     }
     let workspace = full.workspace.uuid();
@@ -201,8 +236,9 @@ async fn measure(
          query and side on one clinic_app connection; stats count dispatched rows up to {} (`dispatchedCapped`). \
          Filters on `eventType` or `olderThan` without a status walk the workspace's rows newest first \
          (cost grows with the newer rows they skip); the documented operator shapes filter by status. \
-         Met: the p10 ratio (the work itself; slower calls mostly measure other processes on the machine) \
-         and the median under 20 ms.",
+         Met: the client median under 20 ms, and the ratio of the server's own time \
+         (EXPLAIN ANALYZE planning + execution, median) for the listings, of the client p10 for stats \
+         (client-side timings of sub-millisecond calls mostly measure the other processes on this 2-core machine).",
         WORKING_SET.iter().map(|(_, rows)| rows).sum::<i64>(),
         thousands(operator::DISPATCHED_COUNT_LIMIT as f64),
     ));
