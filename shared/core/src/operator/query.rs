@@ -135,10 +135,32 @@ pub async fn explain_list(
     filter: &OutboxFilter,
     limit: i64,
 ) -> Result<(f64, f64), tokio_postgres::Error> {
-    let rows = run_list(client, filter, limit, "EXPLAIN (ANALYZE, FORMAT JSON) ").await?;
+    Ok(plan_times(&run_list(client, filter, limit, EXPLAIN).await?))
+}
+
+/// The server's own account of [`stats`] of one workspace: the planning and execution times of its
+/// statements, summed, in milliseconds.
+pub async fn explain_stats(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+) -> Result<(f64, f64), tokio_postgres::Error> {
+    let explained = |statement: &str| format!("{EXPLAIN}{statement}");
+    let runs = [
+        sql::query(client, &explained(BY_STATUS_IN), &[&workspace]).await?,
+        sql::query(client, &explained(DISPATCHED_IN), &[&workspace, &DISPATCHED_COUNT_LIMIT]).await?,
+        sql::query(client, &explained(DEAD_BY_CODE_IN), &[&workspace]).await?,
+        sql::query(client, &explained(OLDEST_DUE_IN), &[&workspace]).await?,
+    ];
+    Ok(runs.iter().map(|rows| plan_times(rows)).fold((0.0, 0.0), |(p, e), (dp, de)| (p + dp, e + de)))
+}
+
+const EXPLAIN: &str = "EXPLAIN (ANALYZE, FORMAT JSON) ";
+
+/// Planning and execution time (ms) of an `EXPLAIN (ANALYZE, FORMAT JSON)` answer.
+fn plan_times(rows: &[Row]) -> (f64, f64) {
     let plan: serde_json::Value = rows.first().map(|row| row.get(0)).unwrap_or_default();
     let time = |key: &str| plan[0][key].as_f64().unwrap_or(0.0);
-    Ok((time("Planning Time"), time("Execution Time")))
+    (time("Planning Time"), time("Execution Time"))
 }
 
 async fn run_list(
