@@ -5,7 +5,16 @@
 //! 1. `event_outbox` rows in a final status — `dispatched` or `discarded` — whose last change
 //!    (`updated_at`) is older than the retention;
 //! 2. `listener_starts` older than the retention whose event has no live outbox row;
-//! 3. `listener_receipts` older than the retention whose event has no live outbox row.
+//! 3. `listener_receipts` older than the retention whose event has no live outbox row;
+//! 4. `idempotency_keys` older than their own time to live ([`RetentionConfig::idempotency_ttl`],
+//!    `CLINIC_IDEMPOTENCY_TTL_HOURS`, default 7 days): a retry of a request after that is a new
+//!    request (clients retry within minutes; the README's idempotency promise holds for the TTL);
+//! 5. `appointment_reminders` whose start time is older than the retention: the reminder scan only
+//!    looks at appointments starting in the future, so such a row can never dedupe anything again.
+//!
+//! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
+//! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
+//! on purpose and never swept by the app role.
 //!
 //! Invariants:
 //! - It never touches `pending`, `claimed`, `retry` or `dead` rows (nor the starts and receipts of
@@ -48,11 +57,19 @@ pub struct RetentionConfig {
     pub batch: i64,
     /// `CLINIC_RETENTION_BUDGET_SECS` (default 30, 1–900): the sweep stops after this long.
     pub budget: Duration,
+    /// `CLINIC_IDEMPOTENCY_TTL_HOURS` (default 168 = 7 days, 1–87600): age after which an
+    /// `Idempotency-Key` is forgotten.
+    pub idempotency_ttl: Duration,
 }
 
 impl Default for RetentionConfig {
     fn default() -> Self {
-        Self { retention: Duration::from_secs(168 * 3600), batch: 1000, budget: Duration::from_secs(30) }
+        Self {
+            retention: Duration::from_secs(168 * 3600),
+            batch: 1000,
+            budget: Duration::from_secs(30),
+            idempotency_ttl: Duration::from_secs(168 * 3600),
+        }
     }
 }
 
@@ -62,6 +79,9 @@ impl RetentionConfig {
             retention: Duration::from_secs(bounded("CLINIC_RETENTION_HOURS", 168, 1..=87_600)? * 3600),
             batch: bounded("CLINIC_RETENTION_BATCH", 1000, 1..=10_000)? as i64,
             budget: Duration::from_secs(bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
+            idempotency_ttl: Duration::from_secs(
+                bounded("CLINIC_IDEMPOTENCY_TTL_HOURS", 168, 1..=87_600)? * 3600,
+            ),
         })
     }
 }
@@ -73,6 +93,8 @@ pub struct SweepReport {
     pub outbox_rows: u64,
     pub listener_starts: u64,
     pub listener_receipts: u64,
+    pub idempotency_keys: u64,
+    pub appointment_reminders: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -120,6 +142,25 @@ const SWEEP_RECEIPTS: &str = "WITH batch AS ( \
          RETURNING 1 \
      ) \
      SELECT (SELECT max(received_at) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// One batch of expired idempotency keys (oldest first, by `idempotency_keys_created_idx`).
+const SWEEP_IDEMPOTENCY_KEYS: &str = "WITH batch AS ( \
+         SELECT workspace_id, key FROM idempotency_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2 \
+     ), gone AS ( \
+         DELETE FROM idempotency_keys k USING batch b \
+         WHERE k.workspace_id = b.workspace_id AND k.key = b.key RETURNING 1 \
+     ) \
+     SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// One batch of reminder claims for start times long past (by `appointment_reminders_starts_idx`).
+const SWEEP_REMINDERS: &str = "WITH batch AS ( \
+         SELECT appointment_id, starts_at FROM appointment_reminders WHERE starts_at < $1 \
+         ORDER BY starts_at LIMIT $2 \
+     ), gone AS ( \
+         DELETE FROM appointment_reminders r USING batch b \
+         WHERE r.appointment_id = b.appointment_id AND r.starts_at = b.starts_at RETURNING 1 \
+     ) \
+     SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
 
 /// The smallest event id minted at or after `at`: every id below it was minted before `at`.
 fn first_id_at(at: DateTime<Utc>) -> EventId {
@@ -197,6 +238,28 @@ pub async fn sweep(
             _ => break,
         }
     }
+
+    // 4. Expired idempotency keys; 5. reminder claims of long-past start times.
+    let ttl = chrono::Duration::from_std(config.idempotency_ttl).unwrap_or(chrono::Duration::MAX);
+    let expired = now.checked_sub_signed(ttl).unwrap_or_else(epoch).max(epoch());
+    for (statement, before) in [(SWEEP_IDEMPOTENCY_KEYS, expired), (SWEEP_REMINDERS, cutoff)] {
+        loop {
+            if out_of_time() {
+                return Ok(finish(report, false));
+            }
+            let row = sql::query_one(&client, statement, &[&before, &config.batch]).await?;
+            report.batches += 1;
+            let deleted = row.get::<_, i64>(1) as u64;
+            if statement == SWEEP_IDEMPOTENCY_KEYS {
+                report.idempotency_keys += deleted;
+            } else {
+                report.appointment_reminders += deleted;
+            }
+            if row.get::<_, i64>(0) < config.batch {
+                break;
+            }
+        }
+    }
     Ok(finish(report, true))
 }
 
@@ -211,6 +274,8 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         outbox_rows = report.outbox_rows,
         listener_starts = report.listener_starts,
         listener_receipts = report.listener_receipts,
+        idempotency_keys = report.idempotency_keys,
+        appointment_reminders = report.appointment_reminders,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"
@@ -238,5 +303,6 @@ mod tests {
         let config = RetentionConfig::default();
         assert_eq!(config.retention, Duration::from_secs(7 * 24 * 3600));
         assert_eq!(config.batch, 1000);
+        assert_eq!(config.idempotency_ttl, Duration::from_secs(7 * 24 * 3600));
     }
 }

@@ -104,7 +104,12 @@ async fn the_sweep_deletes_only_finished_old_bookkeeping() {
 
     let before = counts(&scene).await;
     // Nothing is older than a week yet: a sweep now deletes nothing.
-    let config = RetentionConfig { retention: WEEK, batch: 2, budget: Duration::from_secs(60) };
+    let config = RetentionConfig {
+        retention: WEEK,
+        batch: 2,
+        budget: Duration::from_secs(60),
+        ..RetentionConfig::default()
+    };
     let report = sweep(&scene.app.state.pool, &config, Utc::now()).await.unwrap();
     assert!(report.complete);
     assert_eq!((report.outbox_rows, report.listener_starts, report.listener_receipts), (0, 0, 0));
@@ -157,7 +162,12 @@ async fn the_sweep_stops_when_its_time_budget_is_spent() {
     let scene = Scene::new().await;
     scene.dispatch_locally().await;
     let before = counts(&scene).await;
-    let config = RetentionConfig { retention: WEEK, batch: 1000, budget: Duration::ZERO };
+    let config = RetentionConfig {
+        retention: WEEK,
+        batch: 1000,
+        budget: Duration::ZERO,
+        ..RetentionConfig::default()
+    };
     let report = sweep(&scene.app.state.pool, &config, Utc::now() + chrono::Duration::days(8)).await.unwrap();
     assert!(!report.complete);
     assert_eq!(report.batches, 0);

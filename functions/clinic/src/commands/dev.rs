@@ -88,7 +88,8 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
     let app_url = url_with_role(url, "clinic_app");
     let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
     let pool = connect_pool(&app_url, 16, ca_file.as_deref())?;
-    let (workspace_id, admin_id) = seed(&pool).await?;
+    // Tenants and members are the owner's to create: `clinic_app` may only read them (migration V6).
+    let (workspace_id, admin_id) = seed(&connect_pool(url, 1, ca_file.as_deref())?).await?;
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(
         secret.as_bytes(),

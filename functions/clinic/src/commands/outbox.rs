@@ -36,7 +36,8 @@ enum OutboxCommand {
     Discard(ActionArgs),
     /// Counts by status, the oldest due row's wait, dead rows by error code.
     Stats(ScopeArgs),
-    /// Delete finished outbox rows, listener starts and receipts older than the retention.
+    /// Delete finished outbox rows, listener starts and receipts older than the retention, expired
+    /// idempotency keys and reminder claims of long-past start times (docs/retention.md).
     Sweep(SweepArgs),
 }
 

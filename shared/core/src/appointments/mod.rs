@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::db::{violated_constraint, Tx};
+use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Reason, TimeSlot};
 use crate::error::{DomainError, DomainResult};
@@ -267,7 +268,20 @@ pub async fn reschedule(
         lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "reschedule").await?;
     appointment.starts_at = command.slot.starts_at();
     appointment.ends_at = command.slot.ends_at();
-    save(tx, ctx, appointment, EventType::AppointmentRescheduled).await
+    let changed = save(tx, ctx, appointment, EventType::AppointmentRescheduled).await?;
+    disclose(tx, ctx, &changed.0, disclosure_routes::RESCHEDULE_APPOINTMENT).await?;
+    Ok(changed)
+}
+
+/// Records that the answer of a change carries the appointment (with its reason, health data).
+async fn disclose(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    appointment: &Appointment,
+    route: &'static str,
+) -> DomainResult<()> {
+    let patients = [appointment.patient_id];
+    Ok(disclosures::record(tx, ctx.workspace_id, &ctx.cause.actor, &patients, Purpose::route(route)).await?)
 }
 
 pub async fn cancel(
@@ -280,7 +294,9 @@ pub async fn cancel(
     let mut appointment = lock_for_change(tx, ctx, access, id, command.expected_version, "cancel").await?;
     appointment.status = AppointmentStatus::Cancelled;
     appointment.cancellation_reason = command.reason.map(Reason::into_string);
-    save(tx, ctx, appointment, EventType::AppointmentCancelled).await
+    let changed = save(tx, ctx, appointment, EventType::AppointmentCancelled).await?;
+    disclose(tx, ctx, &changed.0, disclosure_routes::CANCEL_APPOINTMENT).await?;
+    Ok(changed)
 }
 
 pub async fn complete(
@@ -292,7 +308,9 @@ pub async fn complete(
     let mut appointment =
         lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "complete").await?;
     appointment.status = AppointmentStatus::Completed;
-    save(tx, ctx, appointment, EventType::AppointmentCompleted).await
+    let changed = save(tx, ctx, appointment, EventType::AppointmentCompleted).await?;
+    disclose(tx, ctx, &changed.0, disclosure_routes::COMPLETE_APPOINTMENT).await?;
+    Ok(changed)
 }
 
 /// Cancels every booked appointment of `patient_id` that starts after `after`, each as a normal

@@ -10,8 +10,8 @@ WITH event AS (
     SELECT $2, link.resource_type, link.resource_id, event.id
     FROM event, unnest($13::text[], $14::uuid[]) AS link (resource_type, resource_id)
 ), outbox AS (
-    INSERT INTO event_outbox (event_id, available_at, created_at, updated_at)
-    SELECT id, recorded_at, recorded_at, recorded_at FROM event
+    INSERT INTO event_outbox (event_id, workspace_id, available_at, created_at, updated_at)
+    SELECT id, $2, recorded_at, recorded_at, recorded_at FROM event
 )
 SELECT event.recorded_at,
        (SELECT count(pg_notify('clinic_outbox', '')) FROM outbox_waiters) AS wakeups

@@ -41,6 +41,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("patch", "/v1/patients/{id}"),
     ("delete", "/v1/patients/{id}"),
     ("get", "/v1/patients/{id}/timeline"),
+    ("get", "/v1/patients/{id}/disclosures"),
     ("post", "/v1/practitioners"),
     ("get", "/v1/practitioners/{id}"),
     ("get", "/v1/practitioners/{id}/timeline"),
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/patients", post(patients::create))
         .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
         .route("/v1/patients/{id}/timeline", get(timelines::patient))
+        .route("/v1/patients/{id}/disclosures", get(routes::disclosures::list))
         .route("/v1/practitioners", post(practitioners::create))
         .route("/v1/practitioners/{id}", get(practitioners::get_one))
         .route("/v1/practitioners/{id}/timeline", get(timelines::practitioner))

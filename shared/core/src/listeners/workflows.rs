@@ -8,6 +8,7 @@ use super::{is_routed, Listener, ListenerError, ListenerOutcome};
 use crate::appointments::{self, Appointment, AppointmentStatus};
 use crate::context::Ctx;
 use crate::db::{sql, Tx};
+use crate::disclosures::{self, Purpose};
 use crate::events::{Actor, Cause, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
 
@@ -125,6 +126,9 @@ async fn notify_about_appointment(
     let Some(appointment) = appointments::repo::find(tx, env.workspace_id, id).await? else {
         return Ok(ListenerOutcome::Stale { reason: "appointment_missing" });
     };
+    // The reload carries the appointment's reason (and, for patients, the patient's fields).
+    let purpose = Purpose { name: listener.as_str(), event_id: Some(env.id) };
+    disclosures::record(tx, env.workspace_id, &Actor::System, &[appointment.patient_id], purpose).await?;
     if let Some(reason) = stale_reason(&appointment, env, freshness) {
         return Ok(ListenerOutcome::Stale { reason });
     }

@@ -40,7 +40,8 @@ use crate::ids::MemberId;
 
 pub use actions::{perform, ActionRecord, ActionRequest};
 pub use query::{
-    list, show, stats, ActionHistory, ListenerStart, OutboxDetail, OutboxFilter, OutboxItem, Stats,
+    explain_list, explain_stats, list, show, stats, ActionHistory, ListenerStart, OutboxDetail, OutboxFilter,
+    OutboxItem, Stats, DISPATCHED_COUNT_LIMIT,
 };
 
 /// The longest reason kept, in characters.

@@ -6,6 +6,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 use crate::db::sql;
@@ -47,7 +48,7 @@ pub struct OutboxItem {
     pub updated_at: DateTime<Utc>,
 }
 
-const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+const ITEM_COLUMNS: &str = "o.event_id, o.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
      o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
      o.created_at, o.updated_at";
 
@@ -74,16 +75,47 @@ fn item_from_row(row: &Row) -> OutboxItem {
 /// The largest age a filter uses; anything older selects the same rows (none).
 const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 
-fn list_sql() -> String {
-    format!(
-        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
-         WHERE ($1::uuid IS NULL OR e.workspace_id = $1) \
-           AND ($2::text IS NULL OR o.status = $2) \
-           AND ($3::text IS NULL OR e.type = $3) \
-           AND ($4::float8 IS NULL OR o.created_at <= now() - $4 * interval '1 second') \
-           AND ($5::uuid IS NULL OR o.event_id < $5) \
-         ORDER BY o.event_id DESC LIMIT $6"
-    )
+/// The listing, built from named parts: only the filters given become conditions, so each filter
+/// shape is its own statement (and plan) — no `$n IS NULL OR …` — served by
+/// `event_outbox_workspace_idx (workspace_id, event_id)` or, with a status,
+/// `event_outbox_status_workspace_idx (status, workspace_id, event_id)`, walked newest first.
+const LIST_FROM: &str = "FROM event_outbox o JOIN events e ON e.id = o.event_id";
+const IN_WORKSPACE: &str = "o.workspace_id = $";
+/// The status is one of a closed set of names ([`OutboxStatus::as_str`]) and goes into the statement
+/// as a literal, so even a generic plan knows how few `dead` rows there are among `dispatched` ones.
+const WITH_STATUS: &str = "o.status = ";
+const OF_TYPE: &str = "e.type = $";
+const OLDER_THAN: &str = "o.created_at <= now() - interval '1 second' * $";
+const BEFORE: &str = "o.event_id < $";
+const NEWEST_FIRST: &str = "ORDER BY o.event_id DESC LIMIT $";
+
+/// The conditions of one listing and their parameters, numbered in order.
+#[derive(Default)]
+struct Conditions<'a> {
+    parts: Vec<String>,
+    params: Vec<&'a (dyn ToSql + Sync)>,
+}
+
+impl<'a> Conditions<'a> {
+    /// Adds `part` (which ends in `$`) with the next parameter number, bound to `value`.
+    fn and(&mut self, part: &str, value: &'a (dyn ToSql + Sync)) {
+        self.params.push(value);
+        self.parts.push(format!("{part}{}", self.params.len()));
+    }
+
+    /// Adds `part` followed by `name` quoted as a literal; `name` is one of the code's own constants.
+    fn literal(&mut self, part: &str, name: &'static str) {
+        debug_assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
+        self.parts.push(format!("{part}'{name}'"));
+    }
+
+    fn where_clause(&self) -> String {
+        if self.parts.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", self.parts.join(" AND "))
+        }
+    }
 }
 
 /// Up to `limit` rows matching `filter`, newest first (keyset on the event id: pass the last item's
@@ -93,17 +125,74 @@ pub async fn list(
     filter: &OutboxFilter,
     limit: i64,
 ) -> Result<Vec<OutboxItem>, tokio_postgres::Error> {
-    let status = filter.status.map(OutboxStatus::as_str);
+    Ok(run_list(client, filter, limit, "").await?.iter().map(item_from_row).collect())
+}
+
+/// The server's own account of [`list`] for `filter`: planning and execution time in milliseconds
+/// (`EXPLAIN (ANALYZE)` of the same statement with the same parameters; it reads, never writes).
+pub async fn explain_list(
+    client: &impl GenericClient,
+    filter: &OutboxFilter,
+    limit: i64,
+) -> Result<(f64, f64), tokio_postgres::Error> {
+    Ok(plan_times(&run_list(client, filter, limit, EXPLAIN).await?))
+}
+
+/// The server's own account of [`stats`] of one workspace: the planning and execution times of its
+/// statements, summed, in milliseconds.
+pub async fn explain_stats(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+) -> Result<(f64, f64), tokio_postgres::Error> {
+    let explained = |statement: &str| format!("{EXPLAIN}{statement}");
+    let runs = [
+        sql::query(client, &explained(BY_STATUS_IN), &[&workspace]).await?,
+        sql::query(client, &explained(DISPATCHED_IN), &[&workspace, &DISPATCHED_COUNT_LIMIT]).await?,
+        sql::query(client, &explained(DEAD_BY_CODE_IN), &[&workspace]).await?,
+        sql::query(client, &explained(OLDEST_DUE_IN), &[&workspace]).await?,
+    ];
+    Ok(runs.iter().map(|rows| plan_times(rows)).fold((0.0, 0.0), |(p, e), (dp, de)| (p + dp, e + de)))
+}
+
+const EXPLAIN: &str = "EXPLAIN (ANALYZE, FORMAT JSON) ";
+
+/// Planning and execution time (ms) of an `EXPLAIN (ANALYZE, FORMAT JSON)` answer.
+fn plan_times(rows: &[Row]) -> (f64, f64) {
+    let plan: serde_json::Value = rows.first().map(|row| row.get(0)).unwrap_or_default();
+    let time = |key: &str| plan[0][key].as_f64().unwrap_or(0.0);
+    (time("Planning Time"), time("Execution Time"))
+}
+
+async fn run_list(
+    client: &impl GenericClient,
+    filter: &OutboxFilter,
+    limit: i64,
+    prefix: &str,
+) -> Result<Vec<Row>, tokio_postgres::Error> {
     let event_type = filter.event_type.map(EventType::as_str);
     // Ages beyond a century select the same rows (none) and keep `now() - age` in range.
     let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
-    let rows = sql::query(
-        client,
-        &list_sql(),
-        &[&filter.workspace, &status, &event_type, &older_than, &filter.before, &limit],
-    )
-    .await?;
-    Ok(rows.iter().map(item_from_row).collect())
+    let mut query = Conditions::default();
+    if let Some(workspace) = &filter.workspace {
+        query.and(IN_WORKSPACE, workspace);
+    }
+    if let Some(status) = filter.status {
+        query.literal(WITH_STATUS, status.as_str());
+    }
+    if let Some(event_type) = &event_type {
+        query.and(OF_TYPE, event_type);
+    }
+    if let Some(older_than) = &older_than {
+        query.and(OLDER_THAN, older_than);
+    }
+    if let Some(before) = &filter.before {
+        query.and(BEFORE, before);
+    }
+    let filters = query.where_clause();
+    query.params.push(&limit);
+    let statement =
+        format!("{prefix}SELECT {ITEM_COLUMNS} {LIST_FROM} {filters} {NEWEST_FIRST}{}", query.params.len());
+    sql::query(client, &statement, &query.params).await
 }
 
 /// A listener recorded as started for an event (kept only for partly failed attempts).
@@ -203,8 +292,13 @@ pub async fn show(
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
-    /// Rows by status; every status is listed, with 0 when it has none.
+    /// Rows by status; every status is listed, with 0 when it has none. Exact for every status but
+    /// `dispatched`, which is counted up to [`DISPATCHED_COUNT_LIMIT`] (see `dispatched_capped`).
     pub by_status: BTreeMap<String, i64>,
+    /// True when there are at least [`DISPATCHED_COUNT_LIMIT`] dispatched rows and
+    /// `by_status.dispatched` shows that limit: the history of delivered events is not counted in
+    /// full, so stats cost the same at any history size.
+    pub dispatched_capped: bool,
     /// How long the oldest due row has waited (see [`crate::metrics::oldest_pending_age_ms`]); 0
     /// when nothing is due.
     pub oldest_pending_age_ms: i64,
@@ -212,18 +306,30 @@ pub struct Stats {
     pub dead_by_error_code: BTreeMap<String, i64>,
 }
 
-const BY_STATUS: &str = "SELECT o.status, count(*) FROM event_outbox o \
-     WHERE $1::uuid IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1) \
+/// Dispatched rows are counted up to this many (an index-only walk of at most this many entries).
+pub const DISPATCHED_COUNT_LIMIT: i64 = 1_000;
+
+/// Statuses other than `dispatched` — what needs (or needed) attention — are counted exactly: these
+/// rows are few in a healthy system (live rows are drained, dead ones acted on, discarded ones
+/// swept). One statement per shape (a workspace, or all of them), each served by
+/// `event_outbox_status_workspace_idx (status, workspace_id, event_id)`.
+const BY_STATUS_IN: &str = "SELECT o.status, count(*) FROM event_outbox o \
+     WHERE o.status IN ('pending', 'claimed', 'retry', 'dead', 'discarded') AND o.workspace_id = $1 \
      GROUP BY o.status";
-const DEAD_BY_CODE: &str = "SELECT coalesce(o.last_error_code, 'none'), count(*) FROM event_outbox o \
-     WHERE o.status = 'dead' AND ($1::uuid IS NULL OR EXISTS \
-         (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)) \
-     GROUP BY 1";
+const BY_STATUS_ALL: &str = "SELECT o.status, count(*) FROM event_outbox o \
+     WHERE o.status IN ('pending', 'claimed', 'retry', 'dead', 'discarded') GROUP BY o.status";
+const DISPATCHED_IN: &str = "SELECT count(*) FROM (SELECT 1 FROM event_outbox o \
+     WHERE o.status = 'dispatched' AND o.workspace_id = $1 LIMIT $2) AS capped";
+const DISPATCHED_ALL: &str =
+    "SELECT count(*) FROM (SELECT 1 FROM event_outbox o WHERE o.status = 'dispatched' LIMIT $1) AS capped";
+const DEAD_BY_CODE_IN: &str = "SELECT coalesce(o.last_error_code, 'none'), count(*) FROM event_outbox o \
+     WHERE o.status = 'dead' AND o.workspace_id = $1 GROUP BY 1";
+const DEAD_BY_CODE_ALL: &str =
+    "SELECT coalesce(o.last_error_code, 'none'), count(*) FROM event_outbox o WHERE o.status = 'dead' GROUP BY 1";
 const OLDEST_DUE_IN: &str =
     "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
      FROM event_outbox o \
-     WHERE o.status IN ('pending', 'retry', 'claimed') AND o.available_at <= now() \
-       AND EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)";
+     WHERE o.status IN ('pending', 'retry', 'claimed') AND o.workspace_id = $1 AND o.available_at <= now()";
 
 /// Counts by status, dead rows by error code, and the oldest due row's wait (within `workspace` when
 /// given).
@@ -233,19 +339,34 @@ pub async fn stats(
 ) -> Result<Stats, tokio_postgres::Error> {
     let mut by_status: BTreeMap<String, i64> =
         OutboxStatus::ALL.iter().map(|status| (status.as_str().to_owned(), 0)).collect();
-    for row in sql::query(client, BY_STATUS, &[&workspace]).await? {
+    let (counted, dispatched, dead) = match &workspace {
+        Some(workspace) => (
+            sql::query(client, BY_STATUS_IN, &[workspace]).await?,
+            sql::query_one(client, DISPATCHED_IN, &[workspace, &DISPATCHED_COUNT_LIMIT]).await?,
+            sql::query(client, DEAD_BY_CODE_IN, &[workspace]).await?,
+        ),
+        None => (
+            sql::query(client, BY_STATUS_ALL, &[]).await?,
+            sql::query_one(client, DISPATCHED_ALL, &[&DISPATCHED_COUNT_LIMIT]).await?,
+            sql::query(client, DEAD_BY_CODE_ALL, &[]).await?,
+        ),
+    };
+    for row in counted {
         by_status.insert(row.get(0), row.get(1));
     }
-    let dead_by_error_code = sql::query(client, DEAD_BY_CODE, &[&workspace])
-        .await?
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let dispatched: i64 = dispatched.get(0);
+    by_status.insert(OutboxStatus::Dispatched.as_str().to_owned(), dispatched);
+    let dead_by_error_code = dead.iter().map(|row| (row.get(0), row.get(1))).collect();
     let oldest_pending_age_ms = match workspace {
         None => crate::metrics::oldest_pending_age_ms(client).await?,
         Some(workspace) => {
             sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0)
         }
     };
-    Ok(Stats { by_status, oldest_pending_age_ms, dead_by_error_code })
+    Ok(Stats {
+        by_status,
+        dispatched_capped: dispatched >= DISPATCHED_COUNT_LIMIT,
+        oldest_pending_age_ms,
+        dead_by_error_code,
+    })
 }

@@ -2,8 +2,15 @@
 //!
 //! Use cases take the caller's transaction and never commit: the caller (an HTTP request or a
 //! listener) owns the unit of work, so the resource change, its event and anything the caller adds
-//! (an idempotency key, a listener receipt) commit together or not at all. A deleted patient is kept
-//! (soft delete) but is answered as missing; its timeline stays readable.
+//! (an idempotency key, a listener receipt) commit together or not at all.
+//!
+//! Erasure (DESIGN.md §6a): deleting a patient erases it in the same transaction — the row keeps its
+//! id, version and times but loses names, email, phone and date of birth, and every appointment of the
+//! patient loses its free-text reasons ([`repo::mark_deleted`]). The patient then answers 404, like a
+//! missing one (not 410: a 410 would tell a caller which ids once existed); its timeline stays
+//! readable. Request fingerprints in `idempotency_keys` are one-way hashes and expire with the
+//! idempotency retention (docs/retention.md); they are kept so a late retry answers 404 instead of
+//! re-creating the erased person.
 
 pub mod repo;
 
@@ -13,6 +20,7 @@ use serde_json::Value;
 
 use crate::context::Ctx;
 use crate::db::Tx;
+use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
@@ -177,6 +185,9 @@ pub async fn update(
     patient.version += 1;
     patient.updated_at = crate::domain::values::now();
     repo::update(tx, &patient).await?;
+    // The answer carries every personal field, not only the changed ones: a disclosure.
+    let purpose = Purpose::route(disclosure_routes::PATCH_PATIENT);
+    disclosures::record(tx, ctx.workspace_id, &ctx.cause.actor, &[patient.id], purpose).await?;
     let event = append(tx, &ctx.cause, patient_event(EventType::PatientUpdated, &patient)).await?;
     Ok((patient, event))
 }

@@ -105,13 +105,27 @@ pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), toki
     .map(drop)
 }
 
-pub async fn mark_deleted(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
-    sql::execute(
-        client,
-        "UPDATE patients SET deleted_at = $3, version = $4, updated_at = $3 \
-         WHERE workspace_id = $1 AND id = $2",
-        &[&p.workspace_id, &p.id, &p.updated_at, &p.version],
-    )
-    .await
-    .map(drop)
+/// Erases a deleted patient in one statement (DESIGN.md §6a): marks the row deleted with its new
+/// version, clears its personal fields (names, email, phone, date of birth), and clears the free-text
+/// reasons of every appointment of the patient. Ids, statuses, versions and times stay, so timelines
+/// and history stay whole; appointment versions are not bumped (erasure is not a domain change and
+/// emits no event of its own). Answers the number of appointments whose reasons were cleared.
+const ERASE: &str = "\
+WITH patient AS (
+    UPDATE patients
+    SET deleted_at = $3, version = $4, updated_at = $3,
+        given_name = NULL, family_name = NULL, email = NULL, phone = NULL, date_of_birth = NULL
+    WHERE workspace_id = $1 AND id = $2
+    RETURNING id
+), reasons AS (
+    UPDATE appointments SET reason = NULL, cancellation_reason = NULL
+    WHERE workspace_id = $1 AND patient_id = $2
+      AND (reason IS NOT NULL OR cancellation_reason IS NOT NULL)
+    RETURNING id
+)
+SELECT (SELECT count(*) FROM patient), (SELECT count(*) FROM reasons)";
+
+pub async fn mark_deleted(client: &impl GenericClient, p: &Patient) -> Result<u64, tokio_postgres::Error> {
+    let row = sql::query_one(client, ERASE, &[&p.workspace_id, &p.id, &p.updated_at, &p.version]).await?;
+    Ok(row.get::<_, i64>(1) as u64)
 }

@@ -16,8 +16,10 @@
 
 mod client;
 mod db;
+mod disclosure;
 mod dispatch;
 mod latency;
+mod operator;
 mod report;
 mod serve;
 mod stats;
@@ -41,6 +43,10 @@ enum Target {
     Dispatch(Options),
     /// Latency: commit → listener receipt at a steady rate through the API and the local transport.
     Latency(Options),
+    /// Operator queries: outbox list and stats with and without 1,000,000 events of history.
+    Operator(Options),
+    /// The cost of the disclosure log on the read and write paths.
+    Disclosure(Options),
     /// Everything above, one table.
     All(Options),
     /// The API server child of the write and latency runs (internal).
@@ -104,7 +110,12 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Write(o) => (o, &[Section::Write]),
         Target::Dispatch(o) => (o, &[Section::Dispatch]),
         Target::Latency(o) => (o, &[Section::Latency]),
-        Target::All(o) => (o, &[Section::Write, Section::Dispatch, Section::Latency]),
+        Target::Operator(o) => (o, &[Section::Operator]),
+        Target::Disclosure(o) => (o, &[Section::Disclosure]),
+        Target::All(o) => (
+            o,
+            &[Section::Write, Section::Dispatch, Section::Latency, Section::Operator, Section::Disclosure],
+        ),
     };
     init_logging();
     anyhow::ensure!(options.clients >= 1, "--clients must be at least 1");
@@ -123,6 +134,8 @@ enum Section {
     Write,
     Dispatch,
     Latency,
+    Operator,
+    Disclosure,
 }
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
@@ -134,6 +147,8 @@ async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) 
             Section::Write => write::run(&bench_db, options, &mut report).await,
             Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await,
             Section::Latency => latency::run(&bench_db, options, &mut report).await,
+            Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await,
+            Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await,
         };
         let dropped = bench_db.drop_database().await;
         outcome?;

@@ -12,6 +12,7 @@ use axum::Json;
 use super::path_id;
 use crate::appointments::{self, Access, Appointment, Cancel, Complete, NewAppointment, Reschedule};
 use crate::db::Tx;
+use crate::disclosures::{self, routes, Purpose};
 use crate::error::{DomainError, DomainResult};
 use crate::events::ResourceType;
 use crate::http::auth::Caller;
@@ -63,10 +64,16 @@ pub async fn get_one(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id: AppointmentId = path_id(&id)?;
-    let conn = state.pool.get().await?;
-    let appointment = appointments::repo::find_visible(&conn, caller.workspace_id, access(&caller), id)
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let appointment = appointments::repo::find_visible(&tx, caller.workspace_id, access(&caller), id)
         .await?
         .ok_or(DomainError::NotFound)?;
+    // The answer carries the reason (health data): a disclosure about the appointment's patient.
+    let purpose = Purpose::route(routes::GET_APPOINTMENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[appointment.patient_id], purpose)
+        .await?;
+    tx.commit().await?;
     Ok(Json(appointment).into_response())
 }
 

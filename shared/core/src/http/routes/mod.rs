@@ -3,6 +3,7 @@
 
 pub mod appointments;
 pub mod deliveries;
+pub mod disclosures;
 pub mod health;
 pub mod notifications;
 pub mod outbox;

@@ -10,6 +10,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::db::Tx;
+use crate::disclosures::{self, routes, Purpose};
 use crate::error::{DomainError, DomainResult};
 use crate::events::ResourceType;
 use crate::http::auth::Caller;
@@ -71,8 +72,12 @@ pub async fn get_one(
     if caller.patient().is_some_and(|own| own != id) {
         return Err(DomainError::NotFound.into());
     }
-    let conn = state.pool.get().await?;
-    let patient = patients::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let patient = patients::repo::find(&tx, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let purpose = Purpose::route(routes::GET_PATIENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[patient.id], purpose).await?;
+    tx.commit().await?;
     Ok(Json(patient).into_response())
 }
 
