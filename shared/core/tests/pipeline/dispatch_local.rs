@@ -1,18 +1,16 @@
 //! The dispatcher with the local transport against real PostgreSQL: end to end, crash recovery,
 //! retries, partial failures, fencing, racing dispatchers and the drain loop.
 
-mod dispatch_support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::{drain, fast_config, step, Fixture};
 use async_trait::async_trait;
 use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{LocalTransport, Start, StartError, StartResult, StepOutcome, Transport};
 use clinic_core::listeners::Listener;
 use clinic_core::notifications;
 use clinic_core::outbox;
-use dispatch_support::{drain, fast_config, step, Fixture};
 
 const PENDING_OR_LIVE: &str =
     "SELECT count(*) FROM event_outbox WHERE status IN ('pending', 'claimed', 'retry')";

@@ -1,14 +1,12 @@
 //! Appointment reminders: exactly one `appointment.reminder_due` per appointment and start time,
 //! however runs overlap or repeat; a reschedule arms it again; the listener reminds once per event.
 
-mod operator_support;
-
 use std::time::Duration;
 
+use crate::support::{fast_config, rfc3339};
 use chrono::Utc;
 use clinic_core::reminders::run;
 use clinic_testkit::app::TestApp;
-use operator_support::{fast_config, rfc3339};
 use serde_json::{json, Value};
 
 const LEAD: Duration = Duration::from_secs(24 * 3600);

@@ -1,15 +1,13 @@
 //! Operator actions over HTTP: `GET /v1/system/outbox` and `POST /v1/system/outbox/{id}/…`, each
 //! with its audit row, admin only, 409 (and nothing recorded) when the status does not fit.
 
-mod operator_support;
-
 use std::sync::Arc;
 
+use crate::support::{event_of, fast_config, slow_retry_config, Scene};
 use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{StartError, Transport};
 use clinic_core::ids::EventId;
 use clinic_core::listeners::Listener;
-use operator_support::{event_of, fast_config, slow_retry_config, Scene};
 use serde_json::{json, Value};
 
 fn action_path(event: EventId, action: &str) -> String {

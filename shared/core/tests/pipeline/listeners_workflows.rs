@@ -1,13 +1,11 @@
 //! Listener workflows against real PostgreSQL: receipts, duplicates, stale work and chained
 //! cancellations.
 
-mod dispatch_support;
-
+use crate::support::{drain, fast_config, Fixture};
 use clinic_core::appointments::{self, AppointmentStatus};
 use clinic_core::events::{self, Actor, EventType};
 use clinic_core::ids::AppointmentId;
 use clinic_core::listeners::{self, Listener, ListenerError, ListenerOutcome};
-use dispatch_support::{drain, fast_config, Fixture};
 
 async fn status_of(fx: &Fixture, id: AppointmentId) -> AppointmentStatus {
     let client = fx.db.client().await;

@@ -1,14 +1,12 @@
 //! The retention sweep deletes finished outbox rows, old listener starts and receipts — and keeps
 //! everything live, the event log and the delivery log.
 
-mod operator_support;
-
 use std::time::Duration;
 
+use crate::support::{rfc3339, Scene};
 use chrono::Utc;
 use clinic_core::ids::EventId;
 use clinic_core::retention::{sweep, RetentionConfig};
-use operator_support::{rfc3339, Scene};
 use serde_json::json;
 
 const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);

@@ -1,11 +1,9 @@
 //! `operator::stats` and `metrics::oldest_pending_age_ms` against real rows, and the metrics
 //! recorder flushing after a real dispatcher drain.
 
-mod operator_support;
-
+use crate::support::Scene;
 use clinic_core::metrics::{oldest_pending_age_ms, Recorder};
 use clinic_core::operator::{self, OutboxFilter};
-use operator_support::Scene;
 
 #[tokio::test]
 async fn stats_count_by_status_and_error_code_and_measure_the_dispatch_lag() {

@@ -7,7 +7,7 @@
 use clinic_core::listeners::Listener;
 use clinic_dispatcher::DEADLINE_MARGIN;
 
-const TEMPLATE: &str = include_str!("../../../template.yaml");
+const TEMPLATE: &str = include_str!("../../../../template.yaml");
 
 /// `patient_booking_confirmation` -> `PatientBookingConfirmation` (the logical-id stem).
 fn camel(listener: Listener) -> String {

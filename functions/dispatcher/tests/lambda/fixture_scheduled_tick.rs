@@ -20,7 +20,7 @@ use clinic_testkit::app::TestApp;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
-const TICK: &str = include_str!("../../../tests/fixtures/eventbridge_scheduled_tick.json");
+const TICK: &str = include_str!("../../../../tests/fixtures/eventbridge_scheduled_tick.json");
 
 fn tick() -> LambdaEvent<EventBridgeEvent<Value>> {
     let payload: EventBridgeEvent<Value> =

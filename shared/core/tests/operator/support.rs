@@ -1,6 +1,5 @@
 //! Fixtures for the operator, retention and reminder tests: a `TestApp` with one booked appointment,
 //! dispatchers with fast settings on the app's restricted pool, and readers of the outbox tables.
-#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +43,6 @@ pub struct Scene {
     pub app: TestApp,
     pub patient: Value,
     pub practitioner: Value,
-    pub appointment: Value,
     /// The `appointment.created` event (two listeners: patient and practitioner notices).
     pub created: EventId,
 }
@@ -68,9 +66,8 @@ impl Scene {
         });
         let response = app.call("POST", "/v1/appointments", Some(&admin), Some(body)).await;
         assert_eq!(response.status, 201, "{}", response.text);
-        let appointment = response.body;
         let created = event_of(&app, "appointment.created").await;
-        Scene { app, patient, practitioner, appointment, created }
+        Scene { app, patient, practitioner, created }
     }
 
     pub fn local(&self) -> Arc<dyn Transport> {

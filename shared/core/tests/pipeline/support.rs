@@ -1,7 +1,6 @@
 //! Fixtures for the dispatcher and listener tests: a fresh database with a workspace, mutations
 //! through the real use cases (each committed on its own transaction), fast dispatcher settings and
 //! small readers of the outbox tables.
-#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,11 +46,6 @@ pub fn fast_config() -> DispatchConfig {
 impl Fixture {
     pub async fn new() -> Fixture {
         clinic_testkit::init_test_logging();
-        Self::quiet().await
-    }
-
-    /// Without installing the test subscriber (benchmarks).
-    pub async fn quiet() -> Fixture {
         let db = clinic_testkit::fresh_db().await;
         let workspace = WorkspaceId::generate();
         let member = MemberId::generate();

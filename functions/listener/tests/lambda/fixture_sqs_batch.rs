@@ -15,7 +15,7 @@ use clinic_testkit::app::TestApp;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
 
-const BATCH: &str = include_str!("../../../tests/fixtures/sqs_listener_batch.json");
+const BATCH: &str = include_str!("../../../../tests/fixtures/sqs_listener_batch.json");
 const POISON_MESSAGE_ID: &str = "b3e5a7c9-1d2f-4a6b-8c0d-e2f4a6b8c0d2";
 
 fn fixture() -> SqsEvent {
