@@ -52,6 +52,12 @@ const TEMPLATE_LOCK_KEY: i64 = 0x0063_6c69_6e74_706c; // "clintpl"
 
 const TEST_DB_PREFIX: &str = "clinic_test_";
 
+/// A TCP port of 127.0.0.1 that was free a moment ago (the OS picks it; bind it soon, another process
+/// may take it). The one copy for tests and drills: emulators, private clusters, proxies.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
 /// The admin connection string: `DATABASE_URL` when set and not blank, else [`DEFAULT_ADMIN_URL`].
 pub fn admin_url() -> String {
     std::env::var("DATABASE_URL")

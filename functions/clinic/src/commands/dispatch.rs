@@ -85,7 +85,7 @@ async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_s
         Ok(config) => config,
         Err(missing) if endpoint.is_some() => {
             tracing::info!(reason = %missing, "creating local queues clinic-dev-* on the SQS endpoint");
-            let queues: QueueMap = clinic_sqs::testing::create_queues(&client, "clinic-dev", false)
+            let queues: QueueMap = clinic_sqs::queues::create_queues(&client, "clinic-dev", false)
                 .await
                 .map_err(|e| anyhow::anyhow!("creating queues on CLINIC_SQS_ENDPOINT: {e}"))?;
             SqsConfig {

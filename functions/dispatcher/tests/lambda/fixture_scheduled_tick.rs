@@ -14,7 +14,8 @@ use clinic_core::events::EventType;
 use clinic_core::ids::EventId;
 use clinic_core::listeners::{listeners, Listener};
 use clinic_dispatcher::{handle, Mode, State};
-use clinic_sqs::testing::{create_queues, Emulator};
+use clinic_sqs::queues::create_queues;
+use clinic_sqs::testing::Emulator;
 use clinic_sqs::SqsTransport;
 use clinic_testkit::app::TestApp;
 use lambda_runtime::{Context, LambdaEvent};
@@ -83,15 +84,7 @@ async fn a_scheduled_tick_sends_each_listener_its_cloud_event_over_sqs() {
     assert_eq!(expected, [Listener::PatientBookingConfirmation, Listener::PractitionerScheduleChange]);
     for listener in Listener::ALL {
         let url = queues.url(*listener).expect("every listener has a queue");
-        let received = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .expect("receive");
-        let messages = received.messages();
+        let messages = clinic_sqs::testing::receive_all(&sqs, url).await;
         if !expected.contains(listener) {
             assert!(messages.is_empty(), "{listener} got nothing");
             continue;

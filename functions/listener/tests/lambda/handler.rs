@@ -12,7 +12,8 @@ use clinic_core::events::Envelope;
 use clinic_core::listeners::Listener;
 use clinic_core::notifications::{NewNotification, Notified, Notifier, NotifyError};
 use clinic_listener::{handle, State};
-use clinic_sqs::testing::{create_queues, Emulator};
+use clinic_sqs::queues::create_queues;
+use clinic_sqs::testing::Emulator;
 use clinic_sqs::{to_cloud_event, SqsTransport};
 use clinic_testkit::TestDb;
 use lambda_runtime::{Context, LambdaEvent};
@@ -143,15 +144,7 @@ async fn end_to_end_over_sqs_commit_dispatch_listen_notify_and_duplicates_are_no
 
     let mut records = Vec::new();
     for listener in [Listener::PatientBookingConfirmation, Listener::PractitionerScheduleChange] {
-        let output = sqs
-            .receive_message()
-            .queue_url(queues.url(listener).unwrap())
-            .max_number_of_messages(10)
-            .message_attribute_names("All")
-            .send()
-            .await
-            .unwrap();
-        for message in output.messages.unwrap_or_default() {
+        for message in clinic_sqs::testing::receive_all(&sqs, queues.url(listener).unwrap()).await {
             records.push((
                 message.message_id().unwrap().to_owned(),
                 message.body().unwrap().to_owned(),

@@ -4,28 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The dispatcher settings of these tests: short leases and backoffs (the one fast config).
+pub use clinic_core::dispatch::testing::fast_config;
 use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, DrainReport, LocalTransport, StartError, Transport};
 use clinic_core::ids::EventId;
 use clinic_core::outbox::{Backoff, Jitter};
 use clinic_testkit::app::TestApp;
 use serde_json::Value;
-
-/// Short backoffs, a low attempt ceiling.
-pub fn fast_config() -> DispatchConfig {
-    DispatchConfig {
-        batch: 100,
-        lease: Duration::from_secs(30),
-        backoff: Backoff {
-            base: Duration::from_millis(10),
-            cap: Duration::from_millis(50),
-            jitter: Jitter::Equal,
-        },
-        max_attempts: 3,
-        window: Duration::from_secs(2),
-        poll_interval: Duration::from_millis(50),
-    }
-}
 
 /// A config whose retries wait an hour (so a `retry` row stays in `retry`).
 pub fn slow_retry_config() -> DispatchConfig {

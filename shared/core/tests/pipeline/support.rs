@@ -3,11 +3,12 @@
 //! small readers of the outbox tables.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use clinic_core::appointments::{self, Cancel, NewAppointment};
 use clinic_core::context::Ctx;
+/// The dispatcher settings of these tests: short leases and backoffs (the one fast config).
+pub use clinic_core::dispatch::testing::fast_config;
 use clinic_core::dispatch::{
     DispatchConfig, Dispatcher, DrainReport, LocalTransport, StepOutcome, Transport,
 };
@@ -16,7 +17,6 @@ use clinic_core::events::{Actor, Cause, Envelope};
 use clinic_core::ids::{
     AppointmentId, CorrelationId, MemberId, PatientId, PractitionerId, RequestId, WorkspaceId,
 };
-use clinic_core::outbox::{Backoff, Jitter};
 use clinic_core::{patients, practitioners, workspaces};
 use clinic_testkit::TestDb;
 use serde_json::json;
@@ -25,22 +25,6 @@ pub struct Fixture {
     pub db: TestDb,
     pub workspace: WorkspaceId,
     pub member: MemberId,
-}
-
-/// Short leases and backoffs so retries and takeovers happen within milliseconds.
-pub fn fast_config() -> DispatchConfig {
-    DispatchConfig {
-        batch: 100,
-        lease: Duration::from_millis(300),
-        backoff: Backoff {
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(400),
-            jitter: Jitter::Equal,
-        },
-        max_attempts: 4,
-        window: Duration::from_secs(2),
-        poll_interval: Duration::from_millis(100),
-    }
 }
 
 impl Fixture {

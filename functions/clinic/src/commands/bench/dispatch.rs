@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport, StepOutcome};
+use clinic_core::dispatch::testing::NoopTransport;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, StepOutcome};
 use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;

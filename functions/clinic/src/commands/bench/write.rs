@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport};
+use clinic_core::dispatch::testing::NoopTransport;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::http::auth::{issue_token, Role};
 use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
