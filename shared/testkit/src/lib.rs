@@ -7,7 +7,7 @@
 //!   `?sslmode=disable` (`tests/run` always sets `DATABASE_URL`). The role needs `CREATEDB`.
 //! - The template is named by the checksum of all migration SQL (`clinic_template_<hash>`), so test
 //!   processes built from the same migrations share it (nextest runs binaries in parallel) and a
-//!   changed migration list gets a new one. It is built once per process at most, under an advisory
+//!   changed migration list gets a new one. It is built once per process and server at most, under an advisory
 //!   lock taken in the admin database (one lock for the whole server), under a temporary name, and
 //!   renamed only when fully migrated: a crash mid-build never leaves a template that looks finished.
 //!   Templates of other migration lists are left alone (another checkout may be using them).
@@ -30,7 +30,6 @@ use std::time::{Duration, SystemTime};
 
 use clinic_core::db::{self, MIGRATIONS};
 use sha2::{Digest, Sha256};
-use tokio::sync::OnceCell;
 use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -72,12 +71,15 @@ fn ca_file() -> Option<String> {
 
 /// Opens one connection to the admin database (the one `DATABASE_URL` names).
 pub async fn admin_client() -> tokio_postgres::Client {
-    let url = admin_url();
-    db::connect_single(&url, ca_file().as_deref(), None).await.unwrap_or_else(|error| {
-        panic!(
+    connect_admin(&admin_url()).await.unwrap_or_else(|error| panic!("{error}"))
+}
+
+async fn connect_admin(url: &str) -> Result<tokio_postgres::Client, String> {
+    db::connect_single(url, ca_file().as_deref(), None).await.map_err(|error| {
+        format!(
             "testkit: cannot connect to PostgreSQL at {} ({error}); run the tests with `tests/run`, \
              or set DATABASE_URL to a server where this role may CREATE DATABASE",
-            redact(&url)
+            redact(url)
         )
     })
 }
@@ -99,25 +101,31 @@ impl std::fmt::Debug for TestDb {
     }
 }
 
-/// Creates a fresh, fully migrated database (a copy of the template) and a pool on it.
+/// Creates a fresh, fully migrated database (a copy of the template) on the `DATABASE_URL` server
+/// and a pool on it.
 ///
 /// Panics with a clear message when PostgreSQL is unreachable; this is test-only code.
 pub async fn fresh_db() -> TestDb {
-    let template = template().await;
-    let admin_url = admin_url();
+    scratch_db(&admin_url()).await.unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// [`fresh_db`] on the server `admin_url` names, with errors as values: the scratch database of
+/// `clinic bench` as well as of every test (same template, same drop on `Drop`).
+pub async fn scratch_db(admin_url: &str) -> Result<TestDb, String> {
+    let template = template(admin_url).await?;
     let name = format!("{TEST_DB_PREFIX}{}", Ulid::generate().to_string().to_lowercase());
-    let admin = admin_client().await;
+    let admin = connect_admin(admin_url).await?;
     admin
-        .batch_execute(&format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(&name), quote_ident(template)))
+        .batch_execute(&format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(&name), quote_ident(&template)))
         .await
-        .unwrap_or_else(|error| {
-            panic!("testkit: CREATE DATABASE {name} TEMPLATE {template}: {}", describe(&error))
-        });
+        .map_err(|error| {
+            format!("testkit: CREATE DATABASE {name} TEMPLATE {template}: {}", describe(&error))
+        })?;
     drop(admin);
-    let url = with_database(&admin_url, &name);
+    let url = with_database(admin_url, &name);
     let pool = db::connect_pool(&url, POOL_SIZE, ca_file().as_deref())
-        .unwrap_or_else(|error| panic!("testkit: pool for {name}: {error}"));
-    TestDb { pool, url, name, admin_url }
+        .map_err(|error| format!("testkit: pool for {name}: {error}"))?;
+    Ok(TestDb { pool, url, name, admin_url: admin_url.to_owned() })
 }
 
 impl TestDb {
@@ -190,30 +198,31 @@ pub fn template_name() -> String {
     format!("clinic_template_{hex}")
 }
 
-static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+/// The admin URLs (servers) whose template this process has checked or built.
+static TEMPLATES: tokio::sync::Mutex<Vec<String>> = tokio::sync::Mutex::const_new(Vec::new());
 
-/// The migrated template database, built by the first caller in this process if no process has.
-async fn template() -> &'static str {
-    TEMPLATE
-        .get_or_init(|| async {
-            let name = template_name();
-            let admin = admin_client().await;
-            admin
-                .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
-                .await
-                .unwrap_or_else(|e| panic!("testkit: template lock: {}", describe(&e)));
-            let built = ensure_template(&admin, &name).await;
-            let _ = admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY]).await;
-            if let Err(error) = built {
-                panic!("testkit: building template database {name}: {error}");
-            }
-            name
-        })
+/// The migrated template database on the `admin_url` server, built by the first caller in this
+/// process if no process has.
+async fn template(admin_url: &str) -> Result<String, String> {
+    let name = template_name();
+    let mut ready = TEMPLATES.lock().await;
+    if ready.iter().any(|url| url == admin_url) {
+        return Ok(name);
+    }
+    let admin = connect_admin(admin_url).await?;
+    admin
+        .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
         .await
+        .map_err(|e| format!("testkit: template lock: {}", describe(&e)))?;
+    let built = ensure_template(&admin, admin_url, &name).await;
+    let _ = admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY]).await;
+    built.map_err(|error| format!("testkit: building template database {name}: {error}"))?;
+    ready.push(admin_url.to_owned());
+    Ok(name)
 }
 
 /// Under the template lock: sweeps leaked test databases, then builds `name` unless it exists.
-async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(), String> {
+async fn ensure_template(admin: &tokio_postgres::Client, admin_url: &str, name: &str) -> Result<(), String> {
     sweep_stale_databases(admin).await;
     let exists = admin
         .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
@@ -228,7 +237,7 @@ async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(
     run(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(&building))).await?;
     run(format!("CREATE DATABASE {}", quote_ident(&building))).await?;
 
-    let mut client = db::connect_single(&with_database(&admin_url(), &building), ca_file().as_deref(), None)
+    let mut client = db::connect_single(&with_database(admin_url, &building), ca_file().as_deref(), None)
         .await
         .map_err(|e| e.to_string())?;
     db::migrate(&mut client).await.map_err(|e| e.to_string())?;
@@ -567,6 +576,22 @@ mod tests {
         assert_eq!(name, template_name());
         assert_eq!(name.len(), "clinic_template_".len() + 16);
         assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    }
+
+    /// Moved here with the bench's own `with_database` (the bench now uses [`scratch_db`]); the
+    /// key=value form is quoted by this one.
+    #[test]
+    fn database_name_is_replaced_or_added() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "b1"),
+            "postgres://postgres@127.0.0.1:5432/b1?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h:1", "b2"), "postgres://u@h:1/b2");
+        assert_eq!(
+            with_database("postgres://u@h:1?sslmode=disable", "b3"),
+            "postgres://u@h:1/b3?sslmode=disable"
+        );
+        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname='b4'");
     }
 
     #[test]

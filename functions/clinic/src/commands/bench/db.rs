@@ -1,82 +1,49 @@
-//! The bench database: created fresh per section, migrated, seeded by plain SQL, dropped at the end.
+//! The bench database: the testkit's scratch database (a copy of the migrated template), fresh per
+//! section, seeded by plain SQL, dropped at the end.
 
 use anyhow::Context;
 use clinic_core::db::{connect_pool, connect_single, url_with_role};
 use clinic_core::ids::{MemberId, WorkspaceId};
+use clinic_testkit::TestDb;
 use deadpool_postgres::Pool;
 use tokio_postgres::Client;
 use ulid::Ulid;
 
-/// A database of this run on the bench server.
-#[derive(Debug)]
-pub struct BenchDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl BenchDb {
-    /// Creates `clinic_bench_<ulid>` next to the admin database and applies the migrations.
-    pub async fn create(admin_url: &str) -> anyhow::Result<Self> {
-        let name = format!("clinic_bench_{}", Ulid::generate().to_string().to_lowercase());
-        let admin = connect(admin_url).await?;
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .context("creating the bench database")?;
-        let db = Self { admin_url: admin_url.to_owned(), url: with_database(admin_url, &name), name };
-        let mut client = connect(&db.url).await?;
-        clinic_core::db::migrate(&mut client).await.context("migrating the bench database")?;
-        Ok(db)
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
+/// What a bench section needs of its scratch database (the testkit's [`TestDb`]: a copy of the
+/// migrated template on the bench server, dropped when the value is dropped).
+pub trait BenchConnections {
     /// The owner's URL (migrations, prefills, statistics).
-    pub fn url(&self) -> &str {
-        &self.url
-    }
+    fn url(&self) -> &str;
 
     /// The URL the service itself uses: sessions run as the restricted `clinic_app` role, like `clinic dev`.
-    pub fn app_url(&self) -> String {
-        url_with_role(&self.url, "clinic_app")
+    fn app_url(&self) -> String {
+        url_with_role(self.url(), "clinic_app")
     }
 
     /// A dedicated owner connection.
-    pub async fn owner(&self) -> anyhow::Result<Client> {
-        connect(&self.url).await
+    async fn owner(&self) -> anyhow::Result<Client> {
+        connect(self.url()).await
     }
 
     /// A pool of `size` connections as the service role.
-    pub fn app_pool(&self, size: usize) -> anyhow::Result<Pool> {
+    fn app_pool(&self, size: usize) -> anyhow::Result<Pool> {
         Ok(connect_pool(&self.app_url(), size, None)?)
     }
+}
 
-    /// Drops the database, closing any session still connected to it.
-    pub async fn drop_database(self) -> anyhow::Result<()> {
-        let admin = connect(&self.admin_url).await?;
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-            .await
-            .with_context(|| format!("dropping {}", self.name))
+impl BenchConnections for TestDb {
+    fn url(&self) -> &str {
+        &self.url
     }
+}
+
+/// A fresh scratch database for one section on the bench server.
+pub async fn create(admin_url: &str) -> anyhow::Result<TestDb> {
+    clinic_testkit::scratch_db(admin_url).await.map_err(|error| anyhow::anyhow!(error))
 }
 
 pub async fn connect(url: &str) -> anyhow::Result<Client> {
     connect_single(url, None, None).await.context("connecting to the bench server")
-}
-
-/// `url` naming database `name` instead (URL form `postgres://…/db?…`, or key=value form).
-pub fn with_database(url: &str, name: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return format!("{url} dbname={name}");
-    };
-    let rest_start = scheme_end + 3;
-    let query_start = url[rest_start..].find('?').map_or(url.len(), |i| rest_start + i);
-    let path_start = url[rest_start..query_start].find('/').map_or(query_start, |i| rest_start + i);
-    format!("{}/{name}{}", &url[..path_start], &url[query_start..])
 }
 
 /// What the write and latency runs book against: one workspace, its admin, and many practitioners and
@@ -124,23 +91,4 @@ pub async fn seed(client: &Client, practitioners: usize, patients: usize) -> any
 
 fn ids(count: usize) -> Vec<Ulid> {
     (0..count).map(|_| clinic_core::ids::new_ulid()).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn database_name_is_replaced_or_added() {
-        assert_eq!(
-            with_database("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "b1"),
-            "postgres://postgres@127.0.0.1:5432/b1?sslmode=disable"
-        );
-        assert_eq!(with_database("postgres://u@h:1", "b2"), "postgres://u@h:1/b2");
-        assert_eq!(
-            with_database("postgres://u@h:1?sslmode=disable", "b3"),
-            "postgres://u@h:1/b3?sslmode=disable"
-        );
-        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname=b4");
-    }
 }

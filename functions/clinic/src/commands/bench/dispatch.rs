@@ -22,9 +22,10 @@ use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
-use super::db::BenchDb;
+use super::db::BenchConnections as _;
 use super::report::{ratio, thousands, Report, Row};
 use super::Options;
+use clinic_testkit::TestDb;
 
 /// Every event type with its resource type; pre-filled events cycle through them.
 const TYPES: &str = "(VALUES (0, 'patient.created', 'patient'), (1, 'patient.updated', 'patient'), \
@@ -128,7 +129,7 @@ struct Pair {
     real: Drain,
 }
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let events = options.pending_events();
     let batch = options.batch;
@@ -226,7 +227,7 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
 
 /// Resets and drains `rounds` × (raw, real, real, raw)/2 — i.e. raw then real, then real then raw.
 async fn pair(
-    db: &BenchDb,
+    db: &TestDb,
     owner: &Client,
     workspace: uuid::Uuid,
     events: i64,
@@ -268,7 +269,7 @@ async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Re
 }
 
 /// The raw loop: claim a batch, mark it, until nothing is due.
-async fn raw_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     let client = super::db::connect(&db.app_url()).await?;
     // The same durability as the dispatcher's claim and mark (which commit with synchronous_commit
     // off, see outbox/claim.sql): set once for this dedicated session, the cheapest way to get it.
@@ -294,7 +295,7 @@ async fn raw_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
 }
 
 /// The real dispatcher, one pass until idle.
-async fn real_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+async fn real_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     // One connection: a step claims, then marks, never both at once. Opened before the clock starts,
     // as the raw loop's is.
     let pool = db.app_pool(1)?;
@@ -366,7 +367,7 @@ struct Sustained {
 /// Drains with the real dispatcher for `duration` while a producer keeps a backlog of pending events;
 /// with `vacuum`, also runs `VACUUM event_outbox` whenever its dead tuples pass the table's threshold.
 async fn sustained(
-    db: &BenchDb,
+    db: &TestDb,
     owner: &Client,
     batch: i64,
     duration: Duration,

@@ -24,16 +24,17 @@ use tokio::time::{Instant, MissedTickBehavior};
 use ulid::Ulid;
 
 use super::client::{bearer, Connection};
-use super::db::{seed, BenchDb};
+use super::db::{seed, BenchConnections as _};
 use super::report::{ms, thousands, Report, Row};
 use super::serve::ServerChild;
 use super::stats::Samples;
 use super::write::Slots;
 use super::Options;
+use clinic_testkit::TestDb;
 
 const CONNECTIONS: usize = 8;
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let fixtures = seed(&owner, 256, 256).await?;
     let slots = Arc::new(Slots::new(fixtures.clone()));

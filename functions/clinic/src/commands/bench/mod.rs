@@ -128,16 +128,14 @@ enum Section {
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
     let mut report = Report::new(admin_url, options.smoke).await?;
     for section in sections {
-        let bench_db = db::BenchDb::create(admin_url).await?;
-        eprintln!("bench: database {}", bench_db.name());
-        let outcome = match section {
-            Section::Write => write::run(&bench_db, options, &mut report).await,
-            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await,
-            Section::Latency => latency::run(&bench_db, options, &mut report).await,
-        };
-        let dropped = bench_db.drop_database().await;
-        outcome?;
-        dropped?;
+        let bench_db = db::create(admin_url).await?;
+        eprintln!("bench: database {}", bench_db.name);
+        match section {
+            Section::Write => write::run(&bench_db, options, &mut report).await?,
+            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await?,
+            Section::Latency => latency::run(&bench_db, options, &mut report).await?,
+        }
+        // Dropping `bench_db` drops the database (also when the section failed).
     }
     println!("{}", report.render());
     Ok(())
