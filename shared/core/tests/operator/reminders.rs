@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::support::{fast_config, rfc3339};
 use chrono::Utc;
-use clinic_core::reminders::run;
+use clinic_core::housekeeping::reminders::run;
 use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 

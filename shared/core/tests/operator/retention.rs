@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::support::{rfc3339, Scene};
 use chrono::Utc;
+use clinic_core::housekeeping::retention::{sweep, RetentionConfig};
 use clinic_core::ids::EventId;
-use clinic_core::retention::{sweep, RetentionConfig};
 use serde_json::json;
 
 const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
