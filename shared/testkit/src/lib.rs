@@ -19,6 +19,8 @@
 //!   [`capture_logs`], whichever comes first. It always records `clinic*` targets (TRACE) and other
 //!   targets (INFO) as JSON into an in-memory buffer once a test has called [`capture_logs`], and
 //!   prints to the test writer only when `TEST_LOG=1` (filtered by `RUST_LOG` when set).
+//! - SQL: `CREATE`/`DROP`/`ALTER DATABASE` name a database, which no statement parameter can do, so
+//!   those are built with `format!` around `quote_ident`; every other statement is a literal.
 
 pub mod app;
 pub mod seed;

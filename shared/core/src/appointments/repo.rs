@@ -8,9 +8,15 @@ use super::{Appointment, AppointmentStatus};
 use crate::db::sql;
 use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 
-const SELECT: &str = "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-                      status, reason, cancellation_reason, version, created_at, updated_at \
-                      FROM appointments";
+/// The head of every read: the columns [`from_row`] reads. A macro, so each statement below is one
+/// compile-time literal (`concat!`), not text built at run time.
+macro_rules! select {
+    () => {
+        "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+         status, reason, cancellation_reason, version, created_at, updated_at \
+         FROM appointments"
+    };
+}
 
 fn from_row(row: &Row) -> Appointment {
     let status: &str = row.get("status");
@@ -31,12 +37,15 @@ fn from_row(row: &Row) -> Appointment {
     }
 }
 
+const INSERT: &str =
+    "INSERT INTO appointments (id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+         status, reason, version, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+
 pub async fn insert(client: &impl GenericClient, a: &Appointment) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "INSERT INTO appointments (id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-         status, reason, version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        INSERT,
         &[
             &a.id,
             &a.workspace_id,
@@ -55,23 +64,31 @@ pub async fn insert(client: &impl GenericClient, a: &Appointment) -> Result<(), 
     .map(drop)
 }
 
+const FIND: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2");
+
 pub async fn find(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2");
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    Ok(sql::query_opt(client, FIND, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
+
+const LOCK: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2 FOR UPDATE");
 
 pub async fn lock(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2 FOR UPDATE");
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    Ok(sql::query_opt(client, LOCK, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
+
+const LOCK_BOOKED_OF_PATIENT_AFTER: &str = concat!(
+    select!(),
+    " WHERE workspace_id = $1 AND patient_id = $2 AND status = 'booked' \
+     AND starts_at > $3 ORDER BY starts_at, id FOR UPDATE"
+);
 
 pub async fn lock_booked_of_patient_after(
     client: &impl GenericClient,
@@ -79,22 +96,21 @@ pub async fn lock_booked_of_patient_after(
     patient_id: PatientId,
     after: DateTime<Utc>,
 ) -> Result<Vec<Appointment>, tokio_postgres::Error> {
-    let query = format!(
-        "{SELECT} WHERE workspace_id = $1 AND patient_id = $2 AND status = 'booked' \
-         AND starts_at > $3 ORDER BY starts_at, id FOR UPDATE"
-    );
-    Ok(sql::query(client, &query, &[&workspace_id, &patient_id, &after])
+    Ok(sql::query(client, LOCK_BOOKED_OF_PATIENT_AFTER, &[&workspace_id, &patient_id, &after])
         .await?
         .iter()
         .map(from_row)
         .collect())
 }
 
+const UPDATE: &str =
+    "UPDATE appointments SET starts_at = $3, ends_at = $4, status = $5, cancellation_reason = $6, \
+         version = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2";
+
 pub async fn update(client: &impl GenericClient, a: &Appointment) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "UPDATE appointments SET starts_at = $3, ends_at = $4, status = $5, cancellation_reason = $6, \
-         version = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2",
+        UPDATE,
         &[
             &a.workspace_id,
             &a.id,

@@ -47,9 +47,15 @@ pub struct OutboxItem {
     pub updated_at: DateTime<Utc>,
 }
 
-const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
-     o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
-     o.created_at, o.updated_at";
+/// The columns [`item_from_row`] reads, as a literal so the statements below are compile-time
+/// `concat!`s rather than text built at run time.
+macro_rules! item_columns {
+    () => {
+        "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+         o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
+         o.created_at, o.updated_at"
+    };
+}
 
 fn item_from_row(row: &Row) -> OutboxItem {
     let resource_id: uuid::Uuid = row.get(4);
@@ -74,17 +80,17 @@ fn item_from_row(row: &Row) -> OutboxItem {
 /// The largest age a filter uses; anything older selects the same rows (none).
 const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 
-fn list_sql() -> String {
-    format!(
-        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
-         WHERE ($1::uuid IS NULL OR e.workspace_id = $1) \
-           AND ($2::text IS NULL OR o.status = $2) \
-           AND ($3::text IS NULL OR e.type = $3) \
-           AND ($4::float8 IS NULL OR o.created_at <= now() - $4 * interval '1 second') \
-           AND ($5::uuid IS NULL OR o.event_id < $5) \
-         ORDER BY o.event_id DESC LIMIT $6"
-    )
-}
+const LIST: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM event_outbox o JOIN events e ON e.id = o.event_id \
+     WHERE ($1::uuid IS NULL OR e.workspace_id = $1) \
+       AND ($2::text IS NULL OR o.status = $2) \
+       AND ($3::text IS NULL OR e.type = $3) \
+       AND ($4::float8 IS NULL OR o.created_at <= now() - $4 * interval '1 second') \
+       AND ($5::uuid IS NULL OR o.event_id < $5) \
+     ORDER BY o.event_id DESC LIMIT $6"
+);
 
 /// Up to `limit` rows matching `filter`, newest first (keyset on the event id: pass the last item's
 /// id as `before` for the next page).
@@ -99,7 +105,7 @@ pub async fn list(
     let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
     let rows = sql::query(
         client,
-        &list_sql(),
+        LIST,
         &[&filter.workspace, &status, &event_type, &older_than, &filter.before, &limit],
     )
     .await?;
@@ -149,17 +155,20 @@ const RECEIPTS: &str = "SELECT listener, received_at FROM listener_receipts WHER
 const HISTORY: &str = "SELECT id, action, actor, reason, status_before, status_after, listeners, created_at \
      FROM operator_actions WHERE event_id = $1 ORDER BY created_at, id";
 
+const ONE: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM event_outbox o JOIN events e ON e.id = o.event_id \
+     WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2)"
+);
+
 /// The row of `event_id` (within `workspace` when given) in detail; `None` when there is none.
 pub async fn show(
     client: &impl GenericClient,
     workspace: Option<WorkspaceId>,
     event_id: EventId,
 ) -> Result<Option<OutboxDetail>, tokio_postgres::Error> {
-    let one = format!(
-        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
-         WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2)"
-    );
-    let Some(row) = sql::query_opt(client, &one, &[&event_id, &workspace]).await? else {
+    let Some(row) = sql::query_opt(client, ONE, &[&event_id, &workspace]).await? else {
         return Ok(None);
     };
     let item = item_from_row(&row);

@@ -56,32 +56,38 @@ pub struct Fixtures {
     pub patients: Vec<Ulid>,
 }
 
+const SEED_WORKSPACE: &str = "INSERT INTO workspaces (id, name) VALUES ($1, 'Bench Clinic')";
+
+const SEED_ADMIN: &str =
+    "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, 'admin', 'Bench Admin')";
+
+const SEED_PRACTITIONERS: &str =
+    "INSERT INTO practitioners (id, workspace_id, display_name, specialty, created_at, updated_at) \
+             SELECT id, $1, 'Dr. Bench ' || n, 'General practice', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)";
+
+const SEED_PATIENTS: &str =
+    "INSERT INTO patients (id, workspace_id, given_name, family_name, email, created_at, updated_at) \
+             SELECT id, $1, 'Pat', 'Bench ' || n, 'pat' || n || '@example.test', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)";
+
 /// Seeds the fixtures by plain SQL (not timed).
 pub async fn seed(client: &Client, practitioners: usize, patients: usize) -> anyhow::Result<Fixtures> {
     let workspace_id = WorkspaceId::generate();
     let member_id = MemberId::generate();
-    client.execute("INSERT INTO workspaces (id, name) VALUES ($1, 'Bench Clinic')", &[&workspace_id]).await?;
-    client
-        .execute(
-            "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, 'admin', 'Bench Admin')",
-            &[&member_id, &workspace_id],
-        )
-        .await?;
+    client.execute(SEED_WORKSPACE, &[&workspace_id]).await?;
+    client.execute(SEED_ADMIN, &[&member_id, &workspace_id]).await?;
     let practitioners = ids(practitioners);
     let patients = ids(patients);
     client
         .execute(
-            "INSERT INTO practitioners (id, workspace_id, display_name, specialty, created_at, updated_at) \
-             SELECT id, $1, 'Dr. Bench ' || n, 'General practice', now(), now() \
-             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            SEED_PRACTITIONERS,
             &[&workspace_id, &practitioners.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
         )
         .await?;
     client
         .execute(
-            "INSERT INTO patients (id, workspace_id, given_name, family_name, email, created_at, updated_at) \
-             SELECT id, $1, 'Pat', 'Bench ' || n, 'pat' || n || '@example.test', now(), now() \
-             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            SEED_PATIENTS,
             &[&workspace_id, &patients.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
         )
         .await?;

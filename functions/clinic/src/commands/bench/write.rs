@@ -522,8 +522,9 @@ impl IdleListener {
     async fn start(db: &TestDb) -> anyhow::Result<Self> {
         let (sender, mut notifications) = tokio::sync::mpsc::unbounded_channel();
         let client = clinic_core::db::connect_single(&db.app_url(), None, Some(sender)).await?;
+        // LISTEN takes no parameter: the channel comes from its one Rust constant.
         client.batch_execute(&format!("LISTEN {}", clinic_core::events::store::OUTBOX_CHANNEL)).await?;
-        client.execute("INSERT INTO outbox_waiters (dispatcher_id) VALUES ($1)", &[&IDLE_ID]).await?;
+        clinic_core::outbox::waiters::register(&db.pool.get().await?, IDLE_ID).await?;
         let received = Arc::new(AtomicU64::new(0));
         let counter = {
             let received = received.clone();
@@ -538,8 +539,7 @@ impl IdleListener {
 
     /// Unregisters and answers how many notifications arrived.
     async fn stop(self, db: &TestDb) -> anyhow::Result<u64> {
-        let owner = db.owner().await?;
-        owner.execute("DELETE FROM outbox_waiters WHERE dispatcher_id = $1", &[&IDLE_ID]).await?;
+        clinic_core::outbox::waiters::unregister(&db.pool.get().await?, IDLE_ID).await?;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let received = self.received.load(Ordering::Relaxed);
         drop(self._client);
