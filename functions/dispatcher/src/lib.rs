@@ -40,7 +40,8 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default) or `once`.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders` or `sweep` (see [`Mode`]); an
+    /// event's `detail.mode` overrides it per invocation.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),

@@ -1,4 +1,6 @@
-//! Test-only helpers: a fresh PostgreSQL database per test, and test logging.
+//! Test and drill helpers: a fresh PostgreSQL database per test ([`fresh_db`]; [`scratch_db`] for
+//! `clinic bench`'s sections), test logging, [`free_port`]; tokens and a router in [`app`], seeds
+//! in [`seed`]. Not a dependency of any Lambda.
 //!
 //! Invariants:
 //! - Every test that touches the database gets its own database, `clinic_test_<ulid>`, copied from a

@@ -56,7 +56,7 @@ async fn serve(args: DevArgs, url: &str) -> anyhow::Result<()> {
         Duration::from_secs(7 * 24 * 3600),
     )?;
 
-    let dispatcher = crate::commands::dispatch::spawn(&app_url, pool.clone()).await?;
+    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone()).await?;
 
     let state = AppState { pool, api: ApiConfig::local(&secret)? };
     let address = SocketAddr::new(args.host, args.port);

@@ -3,7 +3,6 @@
 pub mod bench;
 pub mod chaos;
 pub mod dev;
-pub mod dispatch;
 pub mod migrate;
 pub mod outbox;
 pub mod reminders;

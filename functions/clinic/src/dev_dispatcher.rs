@@ -1,5 +1,6 @@
-//! The dispatcher loop of `clinic dev`: drains the outbox in a background task until stopped, woken by
-//! LISTEN on new commits and polling as a safety net.
+//! The in-process dispatcher loop of `clinic dev` (and of the latency bench's server, `clinic bench
+//! serve`): not a subcommand of its own. Drains the outbox in a background task until stopped, woken
+//! by LISTEN on new commits and polling as a safety net.
 //!
 //! Transport (`CLINIC_TRANSPORT`):
 //! - `local` (default): listeners run in this process; a row is marked dispatched only after each
