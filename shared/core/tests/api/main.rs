@@ -7,6 +7,7 @@ mod db_privileges;
 mod hostile_input;
 mod isolation_every_route;
 mod mutations;
+mod nasty_inputs;
 mod openapi;
 mod privacy;
 mod timelines;
