@@ -3,3 +3,4 @@
 
 mod phi_scan;
 mod sqs_transport;
+mod support;

@@ -12,11 +12,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::sqs_config;
 use aws_sdk_sqs::types::Message;
 use clinic_core::dispatch::testing::FailingTransport;
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, StartError, Transport};
+use clinic_core::dispatch::{Dispatcher, StartError, Transport};
 use clinic_core::listeners::{self, Listener};
-use clinic_core::outbox::{Backoff, Jitter};
 use clinic_sqs::queues::create_queues;
 use clinic_sqs::testing::Emulator;
 use clinic_sqs::{parse_message, QueueMap, SqsTransport};
@@ -55,18 +55,6 @@ const PLANTED: &[&str] = &[
     SPECIALTY,
     REJECTED,
 ];
-
-fn fast() -> DispatchConfig {
-    DispatchConfig {
-        lease: Duration::from_secs(5),
-        backoff: Backoff {
-            base: Duration::from_millis(10),
-            cap: Duration::from_millis(50),
-            jitter: Jitter::Equal,
-        },
-        ..DispatchConfig::default()
-    }
-}
 
 /// Everything received from every listener's queue (removing what was received).
 async fn receive_all(client: &aws_sdk_sqs::Client, queues: &QueueMap) -> Vec<Message> {
@@ -208,12 +196,12 @@ async fn scan(fifo: bool) {
         StartError::retryable("probe_unavailable", "probe outage"),
         sqs.clone(),
     );
-    let first = Dispatcher::new(app.state.pool.clone(), Arc::new(failing), fast());
+    let first = Dispatcher::new(app.state.pool.clone(), Arc::new(failing), sqs_config());
     let report = first.drain_once().await.unwrap();
     assert!(report.totals.retried > 0, "{report:?}");
     assert!(app.count("SELECT 1 FROM listener_starts").await > 0, "listener_starts was written");
 
-    let dispatcher = Dispatcher::new(app.state.pool.clone(), sqs, fast());
+    let dispatcher = Dispatcher::new(app.state.pool.clone(), sqs, sqs_config());
     let mut sent = Vec::new();
     let mut ran = 0;
     for _ in 0..20 {

@@ -5,28 +5,16 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::sqs_config;
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, StepOutcome};
+use clinic_core::dispatch::{Dispatcher, StepOutcome};
 use clinic_core::events::Envelope;
 use clinic_core::listeners::Listener;
-use clinic_core::outbox::{Backoff, Jitter};
 use clinic_sqs::queues::create_queues;
 use clinic_sqs::testing::Emulator;
 use clinic_sqs::{parse_message, QueueMap, SqsTransport};
 use clinic_testkit::TestDb;
 use serde_json::Value;
-
-fn config() -> DispatchConfig {
-    DispatchConfig {
-        lease: Duration::from_secs(5),
-        backoff: Backoff {
-            base: Duration::from_millis(20),
-            cap: Duration::from_millis(100),
-            jitter: Jitter::Equal,
-        },
-        ..DispatchConfig::default()
-    }
-}
 
 /// A fresh database with `count` booked appointments; returns their `appointment.created` events.
 async fn booked(count: usize) -> (TestDb, Vec<Envelope>) {
@@ -56,7 +44,7 @@ async fn every_body_is_a_cloudevent_with_the_required_attributes() {
     let queues = create_queues(&sqs, &format!("ce-{}", ulid::Ulid::generate()), false).await.unwrap();
     let (db, events) = booked(12).await;
     let transport = SqsTransport::new(sqs.clone(), queues.clone(), "/clinic");
-    let dispatcher = Dispatcher::new(db.pool.clone(), Arc::new(transport), config());
+    let dispatcher = Dispatcher::new(db.pool.clone(), Arc::new(transport), sqs_config());
     let report = dispatcher.drain_once().await.unwrap();
     // 12 starts per listener queue: two SendMessageBatch calls each (10 + 2).
     assert_eq!((report.totals.started, report.totals.failed_starts), (24, 0));
@@ -99,7 +87,7 @@ async fn fifo_queues_get_the_resource_as_group_and_event_listener_as_dedup_id() 
     let dispatcher = Dispatcher::new(
         db.pool.clone(),
         Arc::new(SqsTransport::new(sqs.clone(), queues.clone(), "/clinic")),
-        config(),
+        sqs_config(),
     );
     assert_eq!(dispatcher.drain_once().await.unwrap().totals.started, 2);
     let event = &events[0];
@@ -142,7 +130,7 @@ async fn a_failing_queue_fails_only_its_starts_and_the_retry_sends_only_those() 
     let first = Dispatcher::new(
         db.pool.clone(),
         Arc::new(SqsTransport::new(sqs.clone(), broken, "/clinic")),
-        config(),
+        sqs_config(),
     );
     let StepOutcome::Dispatched(report) = first.step().await.unwrap() else { panic!("idle") };
     assert_eq!((report.started, report.failed_starts, report.retried), (1, 1, 1));
@@ -167,7 +155,7 @@ async fn a_failing_queue_fails_only_its_starts_and_the_retry_sends_only_those() 
     let second = Dispatcher::new(
         db.pool.clone(),
         Arc::new(SqsTransport::new(sqs.clone(), good.clone(), "/clinic")),
-        config(),
+        sqs_config(),
     );
     let report = second.drain_once().await.unwrap();
     assert_eq!((report.totals.started, report.totals.dispatched), (1, 1));
