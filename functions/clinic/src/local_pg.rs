@@ -392,7 +392,7 @@ mod tests {
             eprintln!("skipped: PostgreSQL server binaries are not installed (Debian package `postgresql`)");
             return;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = clinic_testkit::free_port().unwrap();
         let data_dir = std::env::temp_dir().join(format!("clinic-local-pg-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data_dir);
 

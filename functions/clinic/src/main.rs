@@ -1,7 +1,8 @@
 //! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
-//! subcommands are operator tools (migrate, token, outbox, bench).
+//! subcommands are operator tools and drills (migrate, token, outbox, reminders, bench, chaos).
 
 mod commands;
+mod dev_dispatcher;
 mod local_pg;
 mod settings;
 

@@ -18,8 +18,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
 use clinic_core::dispatch::{Dispatcher, DrainReport};
-use clinic_core::reminders::{ReminderConfig, ReminderReport};
-use clinic_core::retention::{RetentionConfig, SweepReport};
+use clinic_core::housekeeping::reminders::{ReminderConfig, ReminderReport};
+use clinic_core::housekeeping::retention::{RetentionConfig, SweepReport};
 use lambda_runtime::{Error, LambdaEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -47,7 +47,8 @@ pub enum Mode {
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep` or `deliver`.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep` or `deliver` (see
+    /// [`Mode`]); an event's `detail.mode` overrides it per invocation.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
@@ -135,11 +136,13 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
         Mode::Reminders => {
             let lead = state.housekeeping.reminders.lead;
-            answer.reminders = Some(clinic_core::reminders::run(pool, lead, chrono::Utc::now()).await?);
+            answer.reminders =
+                Some(clinic_core::housekeeping::reminders::run(pool, lead, chrono::Utc::now()).await?);
         }
         Mode::Sweep => {
             let retention = &state.housekeeping.retention;
-            answer.swept = Some(clinic_core::retention::sweep(pool, retention, chrono::Utc::now()).await?);
+            answer.swept =
+                Some(clinic_core::housekeeping::retention::sweep(pool, retention, chrono::Utc::now()).await?);
         }
         Mode::Deliver => {
             if let Some(sender) = &state.housekeeping.delivery {

@@ -114,16 +114,8 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "schema",
-        sql: include_str!("../../../migrations/V1__schema.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "app_role",
-        sql: include_str!("../../../migrations/V2__app_role.sql"),
-    },
+    Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
+    Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
     Migration {
         version: 3,
         name: "workspace_settings_and_disclosures",
@@ -153,30 +145,31 @@ fn checksum(sql: &str) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
+const LOCK_MIGRATIONS: &str = "SELECT pg_advisory_lock($1)";
+const UNLOCK_MIGRATIONS: &str = "SELECT pg_advisory_unlock($1)";
+
 /// Applies every migration not yet applied, each in its own transaction. Returns the versions applied.
 pub async fn migrate(client: &mut Client) -> Result<Vec<i32>, DbError> {
-    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_KEY]).await?;
+    client.execute(LOCK_MIGRATIONS, &[&MIGRATION_LOCK_KEY]).await?;
     let result = apply_pending(client).await;
-    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY]).await?;
+    client.execute(UNLOCK_MIGRATIONS, &[&MIGRATION_LOCK_KEY]).await?;
     result
 }
 
+const CREATE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+     version integer PRIMARY KEY,
+     name text NOT NULL,
+     checksum text NOT NULL,
+     applied_at timestamptz NOT NULL DEFAULT now()
+ )";
+const APPLIED_CHECKSUM: &str = "SELECT checksum FROM schema_migrations WHERE version = $1";
+const RECORD_MIGRATION: &str = "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)";
+
 async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
-    client
-        .batch_execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations (
-                 version integer PRIMARY KEY,
-                 name text NOT NULL,
-                 checksum text NOT NULL,
-                 applied_at timestamptz NOT NULL DEFAULT now()
-             )",
-        )
-        .await?;
+    client.batch_execute(CREATE_SCHEMA_MIGRATIONS).await?;
     let mut applied = Vec::new();
     for migration in MIGRATIONS {
-        let row = client
-            .query_opt("SELECT checksum FROM schema_migrations WHERE version = $1", &[&migration.version])
-            .await?;
+        let row = client.query_opt(APPLIED_CHECKSUM, &[&migration.version]).await?;
         let expected = checksum(migration.sql);
         match row {
             Some(row) => {
@@ -188,11 +181,7 @@ async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
             None => {
                 let tx = client.transaction().await?;
                 tx.batch_execute(migration.sql).await?;
-                tx.execute(
-                    "INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                    &[&migration.version, &migration.name, &expected],
-                )
-                .await?;
+                tx.execute(RECORD_MIGRATION, &[&migration.version, &migration.name, &expected]).await?;
                 tx.commit().await?;
                 tracing::info!(version = migration.version, name = migration.name, "migration applied");
                 applied.push(migration.version);

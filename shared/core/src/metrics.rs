@@ -457,24 +457,11 @@ mod tests {
 
     #[test]
     fn the_recorder_counts_marked_rows_by_event_type_and_skips_fenced_ones() {
-        use crate::events::{Actor, Envelope, ENVELOPE_VERSION};
-        use crate::ids::{CausationId, ClaimToken, CorrelationId, EventId, WorkspaceId};
+        use crate::events::Envelope;
+        use crate::ids::{ClaimToken, EventId};
         use crate::outbox::{Claim, Claimed, Failure, FailureMark, Unreadable};
         let row = |event_type: EventType| Claimed {
-            envelope: Envelope {
-                id: EventId::generate(),
-                event_type,
-                version: ENVELOPE_VERSION,
-                workspace_id: WorkspaceId::generate(),
-                actor: Actor::System,
-                occurred_at: Utc::now(),
-                recorded_at: Utc::now(),
-                resource_type: event_type.resource_type(),
-                resource_id: ulid::Ulid::generate(),
-                resource_version: 1,
-                correlation_id: CorrelationId::generate(),
-                causation_id: CausationId(ulid::Ulid::generate()),
-            },
+            envelope: Envelope::sample(event_type),
             attempts: 1,
             lease_expired: false,
             only_listeners: None,

@@ -127,30 +127,12 @@ impl ClassifyName for serde_json::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clinic_core::events::{Actor, EventType, ResourceType, ENVELOPE_VERSION};
-    use clinic_core::ids::{CausationId, CorrelationId, EventId, WorkspaceId};
-    use ulid::Ulid;
-
-    fn envelope() -> Envelope {
-        Envelope {
-            id: EventId::generate(),
-            event_type: EventType::AppointmentCreated,
-            version: ENVELOPE_VERSION,
-            workspace_id: WorkspaceId::generate(),
-            actor: Actor::System,
-            occurred_at: Utc::now(),
-            recorded_at: Utc::now(),
-            resource_type: ResourceType::Appointment,
-            resource_id: Ulid::generate(),
-            resource_version: 1,
-            correlation_id: CorrelationId::generate(),
-            causation_id: CausationId(Ulid::generate()),
-        }
-    }
+    use clinic_core::events::EventType;
+    use clinic_core::ids::EventId;
 
     #[test]
     fn round_trips_and_carries_the_required_attributes() {
-        let env = envelope();
+        let env = Envelope::sample(EventType::AppointmentCreated);
         let body =
             serde_json::to_string(&to_cloud_event(&env, Listener::PatientBookingConfirmation, "/clinic/"))
                 .unwrap();
@@ -169,7 +151,7 @@ mod tests {
     fn rejects_malformed_unknown_and_inconsistent_bodies() {
         assert_eq!(parse_message("not json").unwrap_err().code(), "malformed_message");
         assert_eq!(parse_message("{}").unwrap_err().code(), "malformed_message");
-        let env = envelope();
+        let env = Envelope::sample(EventType::AppointmentCreated);
         let mut event = to_cloud_event(&env, Listener::PatientReminder, "/clinic");
         event.listener = "send_fax".into();
         let body = serde_json::to_string(&event).unwrap();

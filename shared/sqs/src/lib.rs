@@ -29,6 +29,8 @@
 
 pub mod cloudevents;
 mod config;
+pub mod queues;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod transport;
 

@@ -1,20 +1,17 @@
-//! Test support: a local SQS emulator (`moto_server`) and queues for every listener.
+//! Test support (feature `testing`): a local SQS emulator (`moto_server`) and a receive helper.
 //!
-//! Used by this crate's and the functions' tests only. `CLINIC_TEST_SQS_ENDPOINT` (exported by
-//! `tests/run` when it runs an emulator) is used as is; otherwise a `moto_server` child process is
-//! started on a free port and killed when the [`Emulator`] is dropped. When neither is available,
-//! [`Emulator::start`] answers `None` and the caller skips loudly.
+//! Used by this crate's and the functions' tests only (their queues come from [`crate::queues`]).
+//! `CLINIC_TEST_SQS_ENDPOINT` (exported by `tests/run` when it runs an emulator) is used as is;
+//! otherwise a `moto_server` child process is started on a free port and killed when the
+//! [`Emulator`] is dropped. When neither is available, [`Emulator::start`] answers `None` and the
+//! caller skips loudly.
 
-use std::collections::HashMap;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
-use clinic_core::listeners::Listener;
-
-use crate::config::QueueMap;
 
 /// A reachable SQS endpoint, owning the emulator process when it started one.
 #[derive(Debug)]
@@ -31,7 +28,7 @@ impl Emulator {
                 return Some(Emulator { endpoint, child: None });
             }
         }
-        let port = TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let port = clinic_testkit::free_port().ok()?;
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -80,30 +77,6 @@ impl Drop for Emulator {
             let _ = child.wait();
         }
     }
-}
-
-/// Creates one queue per listener, named `<prefix>-<listener>` (FIFO when `fifo`).
-pub async fn create_queues(
-    client: &aws_sdk_sqs::Client,
-    prefix: &str,
-    fifo: bool,
-) -> Result<QueueMap, Box<dyn std::error::Error + Send + Sync>> {
-    let mut queues = HashMap::new();
-    for listener in Listener::ALL {
-        let name = format!("{prefix}-{}", listener.as_str().replace('_', "-"));
-        let mut request = client.create_queue();
-        if fifo {
-            request = request
-                .queue_name(format!("{name}.fifo"))
-                .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true");
-        } else {
-            request = request.queue_name(name);
-        }
-        let output = request.send().await?;
-        let url = output.queue_url().ok_or("no queue url")?.to_owned();
-        queues.insert(*listener, url);
-    }
-    Ok(QueueMap::new(queues)?)
 }
 
 /// Receives (and so hides for the visibility timeout) every message now in the queue, with all

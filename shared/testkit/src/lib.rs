@@ -1,4 +1,6 @@
-//! Test-only helpers: a fresh PostgreSQL database per test, and test logging.
+//! Test and drill helpers: a fresh PostgreSQL database per test ([`fresh_db`]; [`scratch_db`] for
+//! `clinic bench`'s sections), test logging, [`free_port`]; tokens and a router in [`app`], seeds
+//! in [`seed`]. Not a dependency of any Lambda.
 //!
 //! Invariants:
 //! - Every test that touches the database gets its own database, `clinic_test_<ulid>`, copied from a
@@ -8,7 +10,7 @@
 //!   `sslmode` (see `clinic_core::db::tls`); URLs are edited with `clinic_core::db::conninfo`.
 //! - The template is named by the checksum of all migration SQL (`clinic_template_<hash>`), so test
 //!   processes built from the same migrations share it (nextest runs binaries in parallel) and a
-//!   changed migration list gets a new one. It is built once per process at most, under an advisory
+//!   changed migration list gets a new one. It is built once per process and server at most, under an advisory
 //!   lock taken in the admin database (one lock for the whole server), under a temporary name, and
 //!   renamed only when fully migrated: a crash mid-build never leaves a template that looks finished.
 //!   Templates of other migration lists are left alone (another checkout may be using them).
@@ -20,22 +22,19 @@
 //!   [`capture_logs`], whichever comes first. It always records `clinic*` targets (TRACE) and other
 //!   targets (INFO) as JSON into an in-memory buffer once a test has called [`capture_logs`], and
 //!   prints to the test writer only when `TEST_LOG=1` (filtered by `RUST_LOG` when set).
+//! - SQL: `CREATE`/`DROP`/`ALTER DATABASE` name a database, which no statement parameter can do, so
+//!   those are built with `format!` around `quote_ident`; every other statement is a literal.
 
 pub mod app;
+mod logging;
 pub mod seed;
 
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+pub use logging::{capture_logs, init_test_logging, CapturedLogs};
+
 use std::time::{Duration, SystemTime};
 
 use clinic_core::db::{self, redact, with_database, with_role, MIGRATIONS};
 use sha2::{Digest, Sha256};
-use tokio::sync::OnceCell;
-use tracing_subscriber::filter::{filter_fn, FilterExt, LevelFilter, Targets};
-use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer};
 use ulid::Ulid;
 
 /// The server used when `DATABASE_URL` is not set (libpq's default `sslmode=prefer`: a local Debian
@@ -53,6 +52,12 @@ const TEMPLATE_LOCK_KEY: i64 = 0x0063_6c69_6e74_706c; // "clintpl"
 
 const TEST_DB_PREFIX: &str = "clinic_test_";
 
+/// A TCP port of 127.0.0.1 that was free a moment ago (the OS picks it; bind it soon, another process
+/// may take it). The one copy for tests and drills: emulators, private clusters, proxies.
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
 /// The admin connection string: `DATABASE_URL` when set and not blank, else [`DEFAULT_ADMIN_URL`].
 pub fn admin_url() -> String {
     std::env::var("DATABASE_URL")
@@ -67,12 +72,15 @@ fn ca_file() -> Option<String> {
 
 /// Opens one connection to the admin database (the one `DATABASE_URL` names).
 pub async fn admin_client() -> tokio_postgres::Client {
-    let url = admin_url();
-    db::connect_single(&url, ca_file().as_deref(), None).await.unwrap_or_else(|error| {
-        panic!(
+    connect_admin(&admin_url()).await.unwrap_or_else(|error| panic!("{error}"))
+}
+
+async fn connect_admin(url: &str) -> Result<tokio_postgres::Client, String> {
+    db::connect_single(url, ca_file().as_deref(), None).await.map_err(|error| {
+        format!(
             "testkit: cannot connect to PostgreSQL at {} ({error}); run the tests with `tests/run`, \
              or set DATABASE_URL to a server where this role may CREATE DATABASE",
-            redact(&url)
+            redact(url)
         )
     })
 }
@@ -94,25 +102,31 @@ impl std::fmt::Debug for TestDb {
     }
 }
 
-/// Creates a fresh, fully migrated database (a copy of the template) and a pool on it.
+/// Creates a fresh, fully migrated database (a copy of the template) on the `DATABASE_URL` server
+/// and a pool on it.
 ///
 /// Panics with a clear message when PostgreSQL is unreachable; this is test-only code.
 pub async fn fresh_db() -> TestDb {
-    let template = template().await;
-    let admin_url = admin_url();
+    scratch_db(&admin_url()).await.unwrap_or_else(|error| panic!("{error}"))
+}
+
+/// [`fresh_db`] on the server `admin_url` names, with errors as values: the scratch database of
+/// `clinic bench` as well as of every test (same template, same drop on `Drop`).
+pub async fn scratch_db(admin_url: &str) -> Result<TestDb, String> {
+    let template = template(admin_url).await?;
     let name = format!("{TEST_DB_PREFIX}{}", Ulid::generate().to_string().to_lowercase());
-    let admin = admin_client().await;
+    let admin = connect_admin(admin_url).await?;
     admin
-        .batch_execute(&format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(&name), quote_ident(template)))
+        .batch_execute(&format!("CREATE DATABASE {} TEMPLATE {}", quote_ident(&name), quote_ident(&template)))
         .await
-        .unwrap_or_else(|error| {
-            panic!("testkit: CREATE DATABASE {name} TEMPLATE {template}: {}", describe(&error))
-        });
+        .map_err(|error| {
+            format!("testkit: CREATE DATABASE {name} TEMPLATE {template}: {}", describe(&error))
+        })?;
     drop(admin);
-    let url = with_database(&admin_url, &name);
+    let url = with_database(admin_url, &name);
     let pool = db::connect_pool(&url, POOL_SIZE, ca_file().as_deref())
-        .unwrap_or_else(|error| panic!("testkit: pool for {name}: {error}"));
-    TestDb { pool, url, name, admin_url }
+        .map_err(|error| format!("testkit: pool for {name}: {error}"))?;
+    Ok(TestDb { pool, url, name, admin_url: admin_url.to_owned() })
 }
 
 impl TestDb {
@@ -185,30 +199,31 @@ pub fn template_name() -> String {
     format!("clinic_template_{hex}")
 }
 
-static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+/// The admin URLs (servers) whose template this process has checked or built.
+static TEMPLATES: tokio::sync::Mutex<Vec<String>> = tokio::sync::Mutex::const_new(Vec::new());
 
-/// The migrated template database, built by the first caller in this process if no process has.
-async fn template() -> &'static str {
-    TEMPLATE
-        .get_or_init(|| async {
-            let name = template_name();
-            let admin = admin_client().await;
-            admin
-                .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
-                .await
-                .unwrap_or_else(|e| panic!("testkit: template lock: {}", describe(&e)));
-            let built = ensure_template(&admin, &name).await;
-            let _ = admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY]).await;
-            if let Err(error) = built {
-                panic!("testkit: building template database {name}: {error}");
-            }
-            name
-        })
+/// The migrated template database on the `admin_url` server, built by the first caller in this
+/// process if no process has.
+async fn template(admin_url: &str) -> Result<String, String> {
+    let name = template_name();
+    let mut ready = TEMPLATES.lock().await;
+    if ready.iter().any(|url| url == admin_url) {
+        return Ok(name);
+    }
+    let admin = connect_admin(admin_url).await?;
+    admin
+        .execute("SELECT pg_advisory_lock($1)", &[&TEMPLATE_LOCK_KEY])
         .await
+        .map_err(|e| format!("testkit: template lock: {}", describe(&e)))?;
+    let built = ensure_template(&admin, admin_url, &name).await;
+    let _ = admin.execute("SELECT pg_advisory_unlock($1)", &[&TEMPLATE_LOCK_KEY]).await;
+    built.map_err(|error| format!("testkit: building template database {name}: {error}"))?;
+    ready.push(admin_url.to_owned());
+    Ok(name)
 }
 
 /// Under the template lock: sweeps leaked test databases, then builds `name` unless it exists.
-async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(), String> {
+async fn ensure_template(admin: &tokio_postgres::Client, admin_url: &str, name: &str) -> Result<(), String> {
     sweep_stale_databases(admin).await;
     let exists = admin
         .query_opt("SELECT 1 FROM pg_database WHERE datname = $1", &[&name])
@@ -223,7 +238,7 @@ async fn ensure_template(admin: &tokio_postgres::Client, name: &str) -> Result<(
     run(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", quote_ident(&building))).await?;
     run(format!("CREATE DATABASE {}", quote_ident(&building))).await?;
 
-    let mut client = db::connect_single(&with_database(&admin_url(), &building), ca_file().as_deref(), None)
+    let mut client = db::connect_single(&with_database(admin_url, &building), ca_file().as_deref(), None)
         .await
         .map_err(|e| e.to_string())?;
     db::migrate(&mut client).await.map_err(|e| e.to_string())?;
@@ -283,102 +298,6 @@ fn describe(error: &tokio_postgres::Error) -> String {
 
 fn env_flag(name: &str) -> bool {
     matches!(std::env::var(name).as_deref(), Ok("1" | "true" | "yes"))
-}
-
-// ---------------------------------------------------------------------------------------------
-// Logging
-// ---------------------------------------------------------------------------------------------
-
-/// Whether the capture layer records (turned on by the first [`capture_logs`]).
-static CAPTURING: AtomicBool = AtomicBool::new(false);
-/// Everything captured so far, JSON lines.
-static CAPTURED: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-/// Whether this crate's subscriber became the global default.
-static INSTALLED: OnceLock<bool> = OnceLock::new();
-
-/// Installs the process-wide subscriber once. Returns whether it is ours.
-fn install_subscriber() -> bool {
-    *INSTALLED.get_or_init(|| {
-        let capture = tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
-            .with_writer(|| CaptureWriter)
-            .with_filter(
-                Targets::new()
-                    .with_target("clinic", LevelFilter::TRACE)
-                    .with_default(LevelFilter::INFO)
-                    .and(filter_fn(|_| CAPTURING.load(Ordering::Relaxed))),
-            );
-        let print = env_flag("TEST_LOG").then(|| {
-            let filter = EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,clinic=debug,clinic_core=debug"));
-            tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter)
-        });
-        tracing_subscriber::registry().with(capture).with(print).try_init().is_ok()
-    })
-}
-
-/// Prints logs to the test output when `TEST_LOG=1`; otherwise tests stay quiet. Idempotent, and
-/// harmless if another subscriber is already installed.
-pub fn init_test_logging() {
-    install_subscriber();
-}
-
-/// Starts capturing every log line of this process (JSON, `clinic*` at TRACE, others at INFO) so a
-/// test can scan them, e.g. for planted health data. Lines from tests running concurrently are
-/// included, which only makes such a scan stricter.
-///
-/// Panics if a different global subscriber was installed first (a scan of nothing would pass).
-pub fn capture_logs() -> CapturedLogs {
-    assert!(
-        install_subscriber(),
-        "testkit: capture_logs needs the testkit's global tracing subscriber, but another one was \
-         installed first; call clinic_testkit::init_test_logging() instead of installing one"
-    );
-    CAPTURING.store(true, Ordering::SeqCst);
-    CapturedLogs { start: lock_captured().len() }
-}
-
-/// A window on the captured log, from the moment [`capture_logs`] was called.
-#[derive(Debug)]
-pub struct CapturedLogs {
-    start: usize,
-}
-
-impl CapturedLogs {
-    /// Everything logged since [`capture_logs`], one JSON object per line.
-    pub fn text(&self) -> String {
-        let captured = lock_captured();
-        String::from_utf8_lossy(&captured[self.start.min(captured.len())..]).into_owned()
-    }
-
-    /// Whether `needle` occurs in anything logged since [`capture_logs`].
-    pub fn contains(&self, needle: &str) -> bool {
-        self.text().contains(needle)
-    }
-
-    /// The captured lines parsed as JSON (lines that fail to parse are skipped).
-    pub fn json_lines(&self) -> Vec<serde_json::Value> {
-        self.text().lines().filter_map(|line| serde_json::from_str(line).ok()).collect()
-    }
-}
-
-fn lock_captured() -> std::sync::MutexGuard<'static, Vec<u8>> {
-    CAPTURED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-struct CaptureWriter;
-
-impl Write for CaptureWriter {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        lock_captured().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -463,6 +382,22 @@ mod tests {
         assert_eq!(name, template_name());
         assert_eq!(name.len(), "clinic_template_".len() + 16);
         assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
+    }
+
+    /// Moved here with the bench's own `with_database` (the bench now uses [`scratch_db`]); the
+    /// key=value form is quoted by this one.
+    #[test]
+    fn database_name_is_replaced_or_added() {
+        assert_eq!(
+            with_database("postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "b1"),
+            "postgres://postgres@127.0.0.1:5432/b1?sslmode=disable"
+        );
+        assert_eq!(with_database("postgres://u@h:1", "b2"), "postgres://u@h:1/b2");
+        assert_eq!(
+            with_database("postgres://u@h:1?sslmode=disable", "b3"),
+            "postgres://u@h:1/b3?sslmode=disable"
+        );
+        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname='b4'");
     }
 
     #[test]

@@ -1097,7 +1097,7 @@ impl Sqs {
         let client = clinic_sqs::build_client(Some(&endpoint)).await;
         let mut queues = None;
         for _ in 0..50 {
-            match clinic_sqs::testing::create_queues(&client, "chaos", false).await {
+            match clinic_sqs::queues::create_queues(&client, "chaos", false).await {
                 Ok(created) => {
                     queues = Some(created);
                     break;

@@ -99,7 +99,7 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         Duration::from_secs(7 * 24 * 3600),
     )?;
 
-    let dispatcher = crate::commands::dispatch::spawn(&app_url, pool.clone()).await?;
+    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone()).await?;
     let sender = crate::commands::deliveries::spawn(pool.clone()).await?;
 
     let state = AppState { pool, api: ApiConfig::local(&secret)? };

@@ -4,7 +4,6 @@ pub mod bench;
 pub mod chaos;
 pub mod deliveries;
 pub mod dev;
-pub mod dispatch;
 pub mod migrate;
 pub mod outbox;
 pub mod reminders;

@@ -10,10 +10,10 @@
 use anyhow::{anyhow, Context};
 use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
+use clinic_core::housekeeping::retention::{self, RetentionConfig};
 use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
 use clinic_core::outbox::OutboxStatus;
-use clinic_core::retention::{self, RetentionConfig};
 use deadpool_postgres::Pool;
 
 #[derive(Debug, clap::Args)]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use clinic_core::reminders::{self, ReminderConfig};
+use clinic_core::housekeeping::reminders::{self, ReminderConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct RemindersArgs {

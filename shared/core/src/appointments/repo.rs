@@ -8,9 +8,15 @@ use super::{Access, Appointment, AppointmentStatus};
 use crate::db::sql;
 use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 
-const SELECT: &str = "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-                      status, reason, cancellation_reason, version, created_at, updated_at \
-                      FROM appointments";
+/// The head of every read: the columns [`from_row`] reads. A macro, so each statement below is one
+/// compile-time literal (`concat!`), not text built at run time.
+macro_rules! select {
+    () => {
+        "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+         status, reason, cancellation_reason, version, created_at, updated_at \
+         FROM appointments"
+    };
+}
 
 fn from_row(row: &Row) -> Appointment {
     let status: &str = row.get("status");
@@ -31,12 +37,15 @@ fn from_row(row: &Row) -> Appointment {
     }
 }
 
+const INSERT: &str =
+    "INSERT INTO appointments (id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+         status, reason, version, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";
+
 pub async fn insert(client: &impl GenericClient, a: &Appointment) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "INSERT INTO appointments (id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-         status, reason, version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        INSERT,
         &[
             &a.id,
             &a.workspace_id,
@@ -55,14 +64,17 @@ pub async fn insert(client: &impl GenericClient, a: &Appointment) -> Result<(), 
     .map(drop)
 }
 
+const FIND: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2");
+
 pub async fn find(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2");
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    Ok(sql::query_opt(client, FIND, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
+
+const LOCK: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2 FOR UPDATE");
 
 pub async fn lock(
     client: &impl GenericClient,
@@ -72,6 +84,8 @@ pub async fn lock(
     lock_visible(client, workspace_id, Access::Workspace, id).await
 }
 
+const FIND_OF_PATIENT: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3");
+
 /// The appointment as `access` may see it: a patient's query names the patient, so another
 /// patient's appointment is not found.
 pub async fn find_visible(
@@ -80,8 +94,11 @@ pub async fn find_visible(
     access: Access,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    visible(client, workspace_id, access, id, "").await
+    visible(client, workspace_id, access, id, (FIND, FIND_OF_PATIENT)).await
 }
+
+const LOCK_OF_PATIENT: &str =
+    concat!(select!(), " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3 FOR UPDATE");
 
 /// Like [`find_visible`], locked `FOR UPDATE` for the rest of the transaction. The ownership is in the
 /// WHERE clause, so a row the caller may not see is never locked.
@@ -91,28 +108,31 @@ pub async fn lock_visible(
     access: Access,
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
-    visible(client, workspace_id, access, id, " FOR UPDATE").await
+    visible(client, workspace_id, access, id, (LOCK, LOCK_OF_PATIENT)).await
 }
 
+/// Runs the workspace-wide or the patient-scoped statement of a pair, as `access` requires.
 async fn visible(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
     access: Access,
     id: AppointmentId,
-    lock: &str,
+    (workspace_wide, of_patient): (&str, &str),
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
     let row = match access {
-        Access::Workspace => {
-            let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2{lock}");
-            sql::query_opt(client, &query, &[&workspace_id, &id]).await?
-        }
+        Access::Workspace => sql::query_opt(client, workspace_wide, &[&workspace_id, &id]).await?,
         Access::OwnAppointmentsOf(patient) => {
-            let query = format!("{SELECT} WHERE workspace_id = $1 AND id = $2 AND patient_id = $3{lock}");
-            sql::query_opt(client, &query, &[&workspace_id, &id, &patient]).await?
+            sql::query_opt(client, of_patient, &[&workspace_id, &id, &patient]).await?
         }
     };
     Ok(row.as_ref().map(from_row))
 }
+
+const LOCK_BOOKED_OF_PATIENT_AFTER: &str = concat!(
+    select!(),
+    " WHERE workspace_id = $1 AND patient_id = $2 AND status = 'booked' \
+     AND starts_at > $3 ORDER BY starts_at, id FOR UPDATE"
+);
 
 pub async fn lock_booked_of_patient_after(
     client: &impl GenericClient,
@@ -120,22 +140,21 @@ pub async fn lock_booked_of_patient_after(
     patient_id: PatientId,
     after: DateTime<Utc>,
 ) -> Result<Vec<Appointment>, tokio_postgres::Error> {
-    let query = format!(
-        "{SELECT} WHERE workspace_id = $1 AND patient_id = $2 AND status = 'booked' \
-         AND starts_at > $3 ORDER BY starts_at, id FOR UPDATE"
-    );
-    Ok(sql::query(client, &query, &[&workspace_id, &patient_id, &after])
+    Ok(sql::query(client, LOCK_BOOKED_OF_PATIENT_AFTER, &[&workspace_id, &patient_id, &after])
         .await?
         .iter()
         .map(from_row)
         .collect())
 }
 
+const UPDATE: &str =
+    "UPDATE appointments SET starts_at = $3, ends_at = $4, status = $5, cancellation_reason = $6, \
+         version = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2";
+
 pub async fn update(client: &impl GenericClient, a: &Appointment) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "UPDATE appointments SET starts_at = $3, ends_at = $4, status = $5, cancellation_reason = $6, \
-         version = $7, updated_at = $8 WHERE workspace_id = $1 AND id = $2",
+        UPDATE,
         &[
             &a.workspace_id,
             &a.id,

@@ -19,12 +19,13 @@ mod config;
 mod dispatcher;
 mod drain;
 pub mod lifecycle;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod transport;
 
 pub use config::DispatchConfig;
 pub use dispatcher::Dispatcher;
-pub use transport::{LocalTransport, NoopTransport, Start, StartError, StartResult, Transport};
+pub use transport::{LocalTransport, Start, StartError, StartResult, Transport};
 
 use serde::Serialize;
 

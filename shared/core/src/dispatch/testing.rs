@@ -1,14 +1,51 @@
-//! Transports for tests and drills: fail on purpose, and count what was asked.
+//! Test support for the dispatcher: transports that fail on purpose, count what was asked or do
+//! nothing, and one fast configuration.
 //!
-//! Not used by any production path; `clinic dev` and the Lambdas never build these.
+//! Compiled only for this crate's tests and with the `testing` feature, which the testkit and the
+//! `clinic bench`/`clinic chaos` drills enable and the Lambdas never do (`cargo tree -e features -p
+//! clinic-dispatcher` shows no `testing`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::transport::{Start, StartError, StartResult, Transport};
+use super::DispatchConfig;
 use crate::listeners::Listener;
+use crate::outbox::{Backoff, Jitter};
+
+/// Short leases and backoffs so retries and takeovers happen within milliseconds.
+pub fn fast_config() -> DispatchConfig {
+    DispatchConfig {
+        batch: 100,
+        lease: Duration::from_millis(300),
+        backoff: Backoff {
+            base: Duration::from_millis(20),
+            cap: Duration::from_millis(400),
+            jitter: Jitter::Equal,
+        },
+        max_attempts: 4,
+        window: Duration::from_secs(2),
+        poll_interval: Duration::from_millis(100),
+    }
+}
+
+/// Accepts every start and does nothing: for benchmarks of the outbox itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopTransport;
+
+#[async_trait]
+impl Transport for NoopTransport {
+    fn name(&self) -> &'static str {
+        "noop"
+    }
+
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        starts.iter().map(|_| Ok(None)).collect()
+    }
+}
 
 /// Fails the starts of chosen listeners (or all of them) with a fixed error, passing the others to an
 /// inner transport. Counts every start it was asked for.

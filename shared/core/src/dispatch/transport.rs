@@ -128,18 +128,3 @@ impl LocalTransport {
         }
     }
 }
-
-/// Accepts every start and does nothing: for benchmarks of the outbox itself.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoopTransport;
-
-#[async_trait]
-impl Transport for NoopTransport {
-    fn name(&self) -> &'static str {
-        "noop"
-    }
-
-    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
-        starts.iter().map(|_| Ok(None)).collect()
-    }
-}

@@ -1,5 +1,6 @@
 -- One statement, one round trip: event, timeline links, outbox row, and a wake-up only when some
--- dispatcher is idle and listening (see outbox_waiters).
+-- dispatcher is idle and listening (see outbox_waiters). $15 is the channel, bound from the Rust
+-- constant `events::store::OUTBOX_CHANNEL` (the one place its name is written).
 WITH event AS (
     INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at,
                         resource_type, resource_id, resource_version, correlation_id, causation_id)
@@ -14,5 +15,5 @@ WITH event AS (
     SELECT id, $2, recorded_at, recorded_at, recorded_at FROM event
 )
 SELECT event.recorded_at,
-       (SELECT count(pg_notify('clinic_outbox', '')) FROM outbox_waiters) AS wakeups
+       (SELECT count(pg_notify($15, '')) FROM outbox_waiters) AS wakeups
 FROM event

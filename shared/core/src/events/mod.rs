@@ -186,6 +186,28 @@ pub struct Envelope {
     pub causation_id: CausationId,
 }
 
+impl Envelope {
+    /// A fresh envelope of `event_type` with new ids, version 1, the system as actor and `now` as
+    /// its times: the one sample envelope for tests (this crate's, and with the `testing` feature).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn sample(event_type: EventType) -> Envelope {
+        Envelope {
+            id: EventId::generate(),
+            event_type,
+            version: ENVELOPE_VERSION,
+            workspace_id: WorkspaceId::generate(),
+            actor: Actor::System,
+            occurred_at: Utc::now(),
+            recorded_at: Utc::now(),
+            resource_type: event_type.resource_type(),
+            resource_id: Ulid::generate(),
+            resource_version: 1,
+            correlation_id: CorrelationId::generate(),
+            causation_id: CausationId(Ulid::generate()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,20 +224,7 @@ mod tests {
 
     #[test]
     fn envelope_serializes_in_camel_case_with_actor_kind() {
-        let envelope = Envelope {
-            id: EventId::generate(),
-            event_type: EventType::AppointmentCreated,
-            version: ENVELOPE_VERSION,
-            workspace_id: WorkspaceId::generate(),
-            actor: Actor::System,
-            occurred_at: Utc::now(),
-            recorded_at: Utc::now(),
-            resource_type: ResourceType::Appointment,
-            resource_id: Ulid::generate(),
-            resource_version: 1,
-            correlation_id: CorrelationId::generate(),
-            causation_id: CausationId(Ulid::generate()),
-        };
+        let envelope = Envelope::sample(EventType::AppointmentCreated);
         let json = serde_json::to_value(&envelope).unwrap();
         assert_eq!(json["type"], "appointment.created");
         assert_eq!(json["actor"]["kind"], "system");

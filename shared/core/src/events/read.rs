@@ -8,10 +8,17 @@ use super::{Actor, Envelope, EventType, ResourceType};
 use crate::db::sql;
 use crate::ids::{CausationId, EventId, WorkspaceId};
 
+/// [`ENVELOPE_COLUMNS`] as a literal, so this module's statements are compile-time `concat!`s.
+macro_rules! envelope_columns {
+    () => {
+        "e.id, e.type, e.version, e.workspace_id, e.actor_kind, e.actor_id, \
+         e.occurred_at, e.recorded_at, e.resource_type, e.resource_id, e.resource_version, \
+         e.correlation_id, e.causation_id"
+    };
+}
+
 /// The `events` columns every envelope query selects, in the order [`envelope_from_row`] reads.
-pub const ENVELOPE_COLUMNS: &str = "e.id, e.type, e.version, e.workspace_id, e.actor_kind, e.actor_id, \
-     e.occurred_at, e.recorded_at, e.resource_type, e.resource_id, e.resource_version, \
-     e.correlation_id, e.causation_id";
+pub const ENVELOPE_COLUMNS: &str = envelope_columns!();
 
 /// Why a stored row is not an envelope (a type this build does not know, a corrupt actor).
 #[derive(Debug, thiserror::Error)]
@@ -61,14 +68,24 @@ pub enum ReadError {
     Unreadable(#[from] UnreadableEvent),
 }
 
+const FIND: &str = concat!("SELECT ", envelope_columns!(), " FROM events e WHERE e.id = $1");
+
 /// One event by id.
 pub async fn find(client: &impl GenericClient, id: EventId) -> Result<Option<Envelope>, ReadError> {
-    let query = format!("SELECT {ENVELOPE_COLUMNS} FROM events e WHERE e.id = $1");
-    match sql::query_opt(client, &query, &[&id]).await? {
+    match sql::query_opt(client, FIND, &[&id]).await? {
         Some(row) => Ok(Some(envelope_from_row(&row, 0)?)),
         None => Ok(None),
     }
 }
+
+const TIMELINE: &str = concat!(
+    "SELECT ",
+    envelope_columns!(),
+    " FROM event_resources r JOIN events e ON e.id = r.event_id \
+     WHERE r.workspace_id = $1 AND r.resource_type = $2 AND r.resource_id = $3 \
+       AND ($4::uuid IS NULL OR r.event_id < $4) \
+     ORDER BY r.event_id DESC LIMIT $5"
+);
 
 /// Up to `limit` events linked to a resource, newest first, strictly older than `before` when given.
 pub async fn timeline(
@@ -79,15 +96,9 @@ pub async fn timeline(
     before: Option<EventId>,
     limit: i64,
 ) -> Result<Vec<Envelope>, ReadError> {
-    let query = format!(
-        "SELECT {ENVELOPE_COLUMNS} FROM event_resources r JOIN events e ON e.id = r.event_id \
-         WHERE r.workspace_id = $1 AND r.resource_type = $2 AND r.resource_id = $3 \
-           AND ($4::uuid IS NULL OR r.event_id < $4) \
-         ORDER BY r.event_id DESC LIMIT $5"
-    );
     let rows = sql::query(
         client,
-        &query,
+        TIMELINE,
         &[&workspace_id, &resource_type.as_str(), &uuid::Uuid::from(resource_id), &before, &limit],
     )
     .await?;

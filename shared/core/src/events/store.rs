@@ -68,6 +68,7 @@ pub async fn append(
                 &uuid::Uuid::from(cause.causation_id.0),
                 &link_types,
                 &link_ids,
+                &OUTBOX_CHANNEL,
             ],
         )
         .await?;

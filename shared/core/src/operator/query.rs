@@ -48,9 +48,16 @@ pub struct OutboxItem {
     pub updated_at: DateTime<Utc>,
 }
 
-const ITEM_COLUMNS: &str = "o.event_id, o.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
-     o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
-     o.created_at, o.updated_at";
+/// The columns [`item_from_row`] reads, as a literal so [`ONE`] is a compile-time `concat!`; the
+/// listing composes its statement per filter shape (see `LIST_FROM`) around [`ITEM_COLUMNS`].
+macro_rules! item_columns {
+    () => {
+        "o.event_id, o.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+         o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
+         o.created_at, o.updated_at"
+    };
+}
+const ITEM_COLUMNS: &str = item_columns!();
 
 fn item_from_row(row: &Row) -> OutboxItem {
     let resource_id: uuid::Uuid = row.get(4);
@@ -238,17 +245,20 @@ const RECEIPTS: &str = "SELECT listener, received_at FROM listener_receipts WHER
 const HISTORY: &str = "SELECT id, action, actor, reason, status_before, status_after, listeners, created_at \
      FROM operator_actions WHERE event_id = $1 ORDER BY created_at, id";
 
+const ONE: &str = concat!(
+    "SELECT ",
+    item_columns!(),
+    " FROM event_outbox o JOIN events e ON e.id = o.event_id \
+     WHERE o.event_id = $1 AND ($2::uuid IS NULL OR o.workspace_id = $2)"
+);
+
 /// The row of `event_id` (within `workspace` when given) in detail; `None` when there is none.
 pub async fn show(
     client: &impl GenericClient,
     workspace: Option<WorkspaceId>,
     event_id: EventId,
 ) -> Result<Option<OutboxDetail>, tokio_postgres::Error> {
-    let one = format!(
-        "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
-         WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2)"
-    );
-    let Some(row) = sql::query_opt(client, &one, &[&event_id, &workspace]).await? else {
+    let Some(row) = sql::query_opt(client, ONE, &[&event_id, &workspace]).await? else {
         return Ok(None);
     };
     let item = item_from_row(&row);

@@ -113,25 +113,11 @@ pub async fn claim(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Actor, EventType, ResourceType, ENVELOPE_VERSION};
-    use crate::ids::{CausationId, CorrelationId, WorkspaceId};
+    use crate::events::EventType;
 
     fn claimed(only: Option<Vec<Listener>>, started: Vec<Listener>) -> Claimed {
         Claimed {
-            envelope: Envelope {
-                id: EventId::generate(),
-                event_type: EventType::AppointmentCancelled,
-                version: ENVELOPE_VERSION,
-                workspace_id: WorkspaceId::generate(),
-                actor: Actor::System,
-                occurred_at: chrono::Utc::now(),
-                recorded_at: chrono::Utc::now(),
-                resource_type: ResourceType::Appointment,
-                resource_id: ulid::Ulid::generate(),
-                resource_version: 2,
-                correlation_id: CorrelationId::generate(),
-                causation_id: CausationId(ulid::Ulid::generate()),
-            },
+            envelope: Envelope::sample(EventType::AppointmentCancelled),
             attempts: 2,
             lease_expired: false,
             only_listeners: only,

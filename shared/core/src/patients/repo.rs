@@ -7,8 +7,14 @@ use super::Patient;
 use crate::db::sql;
 use crate::ids::{PatientId, WorkspaceId};
 
-const COLUMNS: &str = "id, workspace_id, given_name, family_name, email, phone, date_of_birth, \
-                       version, created_at, updated_at";
+/// The columns [`from_row`] reads. A macro, so each statement below is one compile-time literal
+/// (`concat!`), not text built at run time.
+macro_rules! columns {
+    () => {
+        "id, workspace_id, given_name, family_name, email, phone, date_of_birth, \
+         version, created_at, updated_at"
+    };
+}
 
 fn from_row(row: &Row) -> Patient {
     Patient {
@@ -25,12 +31,14 @@ fn from_row(row: &Row) -> Patient {
     }
 }
 
+const INSERT: &str = "INSERT INTO patients (id, workspace_id, given_name, family_name, email, phone, \
+         date_of_birth, version, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
 pub async fn insert(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "INSERT INTO patients (id, workspace_id, given_name, family_name, email, phone, \
-         date_of_birth, version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        INSERT,
         &[
             &p.id,
             &p.workspace_id,
@@ -48,16 +56,26 @@ pub async fn insert(client: &impl GenericClient, p: &Patient) -> Result<(), toki
     .map(drop)
 }
 
+const FIND: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL"
+);
+
 /// The live patient, if any.
 pub async fn find(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
     id: PatientId,
 ) -> Result<Option<Patient>, tokio_postgres::Error> {
-    let query =
-        format!("SELECT {COLUMNS} FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL");
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    Ok(sql::query_opt(client, FIND, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
+
+const LOCK: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE"
+);
 
 /// The live patient, locked for the rest of the transaction.
 pub async fn lock(
@@ -65,12 +83,11 @@ pub async fn lock(
     workspace_id: WorkspaceId,
     id: PatientId,
 ) -> Result<Option<Patient>, tokio_postgres::Error> {
-    let query = format!(
-        "SELECT {COLUMNS} FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL \
-         FOR UPDATE"
-    );
-    Ok(sql::query_opt(client, &query, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+    Ok(sql::query_opt(client, LOCK, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
+
+const LOCK_SHARED: &str =
+    "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL FOR SHARE";
 
 /// True when the live patient exists; it is then locked `FOR SHARE` for the rest of the transaction
 /// (bookings take it; a deletion's `FOR UPDATE` in [`lock`] waits for them, and they for it).
@@ -79,16 +96,16 @@ pub async fn lock_shared(
     workspace_id: WorkspaceId,
     id: PatientId,
 ) -> Result<bool, tokio_postgres::Error> {
-    const LOCK_SHARED: &str =
-        "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL FOR SHARE";
     Ok(sql::query_opt(client, LOCK_SHARED, &[&workspace_id, &id]).await?.is_some())
 }
+
+const UPDATE: &str = "UPDATE patients SET given_name = $3, family_name = $4, email = $5, phone = $6, \
+         date_of_birth = $7, version = $8, updated_at = $9 WHERE workspace_id = $1 AND id = $2";
 
 pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
     sql::execute(
         client,
-        "UPDATE patients SET given_name = $3, family_name = $4, email = $5, phone = $6, \
-         date_of_birth = $7, version = $8, updated_at = $9 WHERE workspace_id = $1 AND id = $2",
+        UPDATE,
         &[
             &p.workspace_id,
             &p.id,

@@ -1,67 +1,45 @@
-//! The bench database: created fresh per section, migrated, seeded by plain SQL, dropped at the end.
+//! The bench database: the testkit's scratch database (a copy of the migrated template), fresh per
+//! section, seeded by plain SQL, dropped at the end.
 
 use anyhow::Context;
-use clinic_core::db::{connect_pool, connect_single, url_with_role, with_database};
+use clinic_core::db::{connect_pool, connect_single, url_with_role};
 use clinic_core::ids::{MemberId, WorkspaceId};
+use clinic_testkit::TestDb;
 use deadpool_postgres::Pool;
 use tokio_postgres::Client;
 use ulid::Ulid;
 
-/// A database of this run on the bench server.
-#[derive(Debug)]
-pub struct BenchDb {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl BenchDb {
-    /// Creates `clinic_bench_<ulid>` next to the admin database and applies the migrations.
-    pub async fn create(admin_url: &str) -> anyhow::Result<Self> {
-        let name = format!("clinic_bench_{}", Ulid::generate().to_string().to_lowercase());
-        let admin = connect(admin_url).await?;
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .context("creating the bench database")?;
-        let db = Self { admin_url: admin_url.to_owned(), url: with_database(admin_url, &name), name };
-        let mut client = connect(&db.url).await?;
-        clinic_core::db::migrate(&mut client).await.context("migrating the bench database")?;
-        Ok(db)
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
+/// What a bench section needs of its scratch database (the testkit's [`TestDb`]: a copy of the
+/// migrated template on the bench server, dropped when the value is dropped).
+pub trait BenchConnections {
     /// The owner's URL (migrations, prefills, statistics).
-    pub fn url(&self) -> &str {
-        &self.url
-    }
+    fn url(&self) -> &str;
 
     /// The URL the service itself uses: sessions run as the restricted `clinic_app` role, like `clinic dev`.
-    pub fn app_url(&self) -> String {
-        url_with_role(&self.url, "clinic_app")
+    fn app_url(&self) -> String {
+        url_with_role(self.url(), "clinic_app")
     }
 
     /// A dedicated owner connection.
-    pub async fn owner(&self) -> anyhow::Result<Client> {
-        connect(&self.url).await
+    async fn owner(&self) -> anyhow::Result<Client> {
+        connect(self.url()).await
     }
 
     /// A pool of `size` connections as the service role.
-    pub fn app_pool(&self, size: usize) -> anyhow::Result<Pool> {
+    fn app_pool(&self, size: usize) -> anyhow::Result<Pool> {
         Ok(connect_pool(&self.app_url(), size, None)?)
     }
+}
 
-    /// Drops the database, closing any session still connected to it.
-    pub async fn drop_database(self) -> anyhow::Result<()> {
-        let admin = connect(&self.admin_url).await?;
-        admin
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
-            .await
-            .with_context(|| format!("dropping {}", self.name))
+impl BenchConnections for TestDb {
+    fn url(&self) -> &str {
+        &self.url
     }
+}
+
+/// A fresh scratch database for one section on the bench server.
+pub async fn create(admin_url: &str) -> anyhow::Result<TestDb> {
+    clinic_testkit::scratch_db(admin_url).await.map_err(|error| anyhow::anyhow!(error))
 }
 
 pub async fn connect(url: &str) -> anyhow::Result<Client> {
@@ -78,32 +56,38 @@ pub struct Fixtures {
     pub patients: Vec<Ulid>,
 }
 
+const SEED_WORKSPACE: &str = "INSERT INTO workspaces (id, name) VALUES ($1, 'Bench Clinic')";
+
+const SEED_ADMIN: &str =
+    "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, 'admin', 'Bench Admin')";
+
+const SEED_PRACTITIONERS: &str =
+    "INSERT INTO practitioners (id, workspace_id, display_name, specialty, created_at, updated_at) \
+             SELECT id, $1, 'Dr. Bench ' || n, 'General practice', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)";
+
+const SEED_PATIENTS: &str =
+    "INSERT INTO patients (id, workspace_id, given_name, family_name, email, created_at, updated_at) \
+             SELECT id, $1, 'Pat', 'Bench ' || n, 'pat' || n || '@example.test', now(), now() \
+             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)";
+
 /// Seeds the fixtures by plain SQL (not timed).
 pub async fn seed(client: &Client, practitioners: usize, patients: usize) -> anyhow::Result<Fixtures> {
     let workspace_id = WorkspaceId::generate();
     let member_id = MemberId::generate();
-    client.execute("INSERT INTO workspaces (id, name) VALUES ($1, 'Bench Clinic')", &[&workspace_id]).await?;
-    client
-        .execute(
-            "INSERT INTO members (id, workspace_id, role, display_name) VALUES ($1, $2, 'admin', 'Bench Admin')",
-            &[&member_id, &workspace_id],
-        )
-        .await?;
+    client.execute(SEED_WORKSPACE, &[&workspace_id]).await?;
+    client.execute(SEED_ADMIN, &[&member_id, &workspace_id]).await?;
     let practitioners = ids(practitioners);
     let patients = ids(patients);
     client
         .execute(
-            "INSERT INTO practitioners (id, workspace_id, display_name, specialty, created_at, updated_at) \
-             SELECT id, $1, 'Dr. Bench ' || n, 'General practice', now(), now() \
-             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            SEED_PRACTITIONERS,
             &[&workspace_id, &practitioners.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
         )
         .await?;
     client
         .execute(
-            "INSERT INTO patients (id, workspace_id, given_name, family_name, email, created_at, updated_at) \
-             SELECT id, $1, 'Pat', 'Bench ' || n, 'pat' || n || '@example.test', now(), now() \
-             FROM unnest($2::uuid[]) WITH ORDINALITY AS p (id, n)",
+            SEED_PATIENTS,
             &[&workspace_id, &patients.iter().map(|u| uuid::Uuid::from(*u)).collect::<Vec<_>>()],
         )
         .await?;

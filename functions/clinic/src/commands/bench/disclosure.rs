@@ -18,10 +18,11 @@ use clinic_core::patients::repo;
 use deadpool_postgres::Object;
 use tokio::time::Instant;
 
-use super::db::{seed, BenchDb};
+use super::db::{seed, BenchConnections as _};
 use super::report::{ms, ratio, Report, Row};
 use super::stats::Samples;
 use super::Options;
+use clinic_testkit::TestDb;
 
 struct Setup {
     workspace: WorkspaceId,
@@ -84,7 +85,7 @@ async fn write(
     Ok(started.elapsed())
 }
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let fixtures = seed(&owner, 1, 200).await?;
     let setup = Setup {

@@ -16,46 +16,58 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport, StepOutcome};
+use clinic_core::dispatch::testing::NoopTransport;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, StepOutcome};
+use clinic_core::events::EventType;
+use clinic_core::listeners::listeners;
 use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 
-use super::db::BenchDb;
+use super::db::BenchConnections as _;
 use super::report::{ratio, thousands, Report, Row};
 use super::Options;
-
-/// Every event type with its resource type; pre-filled events cycle through them.
-const TYPES: &str = "(VALUES (0, 'patient.created', 'patient'), (1, 'patient.updated', 'patient'), \
-     (2, 'patient.deleted', 'patient'), (3, 'practitioner.created', 'practitioner'), \
-     (4, 'appointment.created', 'appointment'), (5, 'appointment.rescheduled', 'appointment'), \
-     (6, 'appointment.cancelled', 'appointment'), (7, 'appointment.completed', 'appointment'), \
-     (8, 'appointment.reminder_due', 'appointment')) AS t (k, type, resource_type)";
-
-/// A time-ordered id like the service's monotonic ULIDs (48-bit millisecond time, then a counter
-/// and random bits), so the `events` primary key sees what it sees in production: new ids at its
-/// right edge. (Random v4 uuids would scatter them over the whole index and make the envelope reads
-/// of a claim miss the cache as history grows — a cost the service does not have.)
-const ULID_LIKE: &str = "(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') \
-     || lpad(to_hex(g), 8, '0') || substr(md5(random()::text), 1, 12))::uuid";
+use clinic_testkit::TestDb;
 
 /// Appends `$2` events of workspace `$1` with outbox rows in status `$3` (by plain SQL, one statement).
-pub(super) fn prefill_sql() -> String {
+///
+/// The events cycle through the whole catalog, bound from [`EventType::ALL`] as `$4` (type names) and
+/// `$5` (their resource types) by [`catalog`], so a new event type joins the rotation without an edit
+/// here. Ids are time-ordered like the service's monotonic ULIDs (48-bit millisecond time, then a
+/// counter and random bits), so the `events` primary key sees what it sees in production: new ids at
+/// its right edge. (Random v4 uuids would scatter them over the whole index and make the envelope
+/// reads of a claim miss the cache as history grows — a cost the service does not have.)
+pub(super) const PREFILL: &str = "WITH e AS ( \
+         INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at, \
+                             recorded_at, resource_type, resource_id, resource_version, \
+                             correlation_id, causation_id) \
+         SELECT (lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000)::bigint), 12, '0') \
+                 || lpad(to_hex(g), 8, '0') || substr(md5(random()::text), 1, 12))::uuid, \
+                $1, t.type, 1, 'system', NULL, now(), \
+                clock_timestamp(), t.resource_type, gen_random_uuid(), 1, gen_random_uuid(), \
+                gen_random_uuid() \
+         FROM generate_series(1, $2::bigint) AS g \
+         JOIN unnest($4::text[], $5::text[]) WITH ORDINALITY AS t (type, resource_type, k) \
+           ON t.k = g % cardinality($4::text[]) + 1 \
+         RETURNING id, recorded_at \
+     ) \
+     INSERT INTO event_outbox (event_id, status, attempts, available_at, dispatched_at, created_at, updated_at) \
+     SELECT id, $3::text, CASE WHEN $3::text = 'dispatched' THEN 1 ELSE 0 END, recorded_at, \
+            CASE WHEN $3::text = 'dispatched' THEN recorded_at END, recorded_at, recorded_at \
+     FROM e";
+
+/// `$4` and `$5` of [`PREFILL`]: every event type's name and its resource type's.
+pub(super) fn catalog() -> (Vec<&'static str>, Vec<&'static str>) {
+    EventType::ALL.iter().map(|t| (t.as_str(), t.resource_type().as_str())).unzip()
+}
+
+/// "n event types in rotation (…)", counted from the catalog and the listener map.
+fn rotation_text() -> String {
+    let types = EventType::ALL.len();
+    let with_listeners = EventType::ALL.iter().filter(|t| !listeners(**t).is_empty()).count();
+    let starts: usize = EventType::ALL.iter().map(|t| listeners(*t).len()).sum();
     format!(
-        "WITH e AS ( \
-             INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at, \
-                                 recorded_at, resource_type, resource_id, resource_version, \
-                                 correlation_id, causation_id) \
-             SELECT {ULID_LIKE}, $1, t.type, 1, 'system', NULL, now(), \
-                    clock_timestamp(), t.resource_type, gen_random_uuid(), 1, gen_random_uuid(), \
-                    gen_random_uuid() \
-             FROM generate_series(1, $2::bigint) AS g JOIN {TYPES} ON t.k = g % 9 \
-             RETURNING id, recorded_at \
-         ) \
-         INSERT INTO event_outbox (event_id, status, attempts, available_at, dispatched_at, created_at, updated_at) \
-         SELECT id, $3::text, CASE WHEN $3::text = 'dispatched' THEN 1 ELSE 0 END, recorded_at, \
-                CASE WHEN $3::text = 'dispatched' THEN recorded_at END, recorded_at, recorded_at \
-         FROM e"
+        "{types} event types in rotation ({with_listeners} of {types} have listeners: {starts} starts per {types} events)"
     )
 }
 
@@ -127,13 +139,17 @@ struct Pair {
     real: Drain,
 }
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let events = options.pending_events();
     let batch = options.batch;
     let workspace = uuid::Uuid::from(ulid::Ulid::generate());
     let started = Instant::now();
-    owner.execute(&prefill_sql(), &[&workspace, &events, &"pending"]).await.context("pre-filling events")?;
+    let (types, resources) = catalog();
+    owner
+        .execute(PREFILL, &[&workspace, &events, &"pending", &types, &resources])
+        .await
+        .context("pre-filling events")?;
     owner.batch_execute("VACUUM ANALYZE").await?;
     eprintln!("bench: dispatch: pre-filled {events} pending events in {:?}", started.elapsed());
 
@@ -147,14 +163,14 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
     let mut written = 0;
     while written < history {
         let rows = chunk.min(history - written);
-        owner.execute(&prefill_sql(), &[&history_workspace, &rows, &"dispatched"]).await?;
+        owner.execute(PREFILL, &[&history_workspace, &rows, &"dispatched", &types, &resources]).await?;
         written += rows;
     }
     owner.batch_execute("VACUUM ANALYZE").await?;
     eprintln!("bench: dispatch: added {history} dispatched history rows in {:?}", started.elapsed());
     let with_history = pair(db, &owner, workspace, events, batch, rounds).await?;
 
-    let per_type = "9 event types in rotation (5 of 9 have listeners: 8 starts per 9 events)";
+    let per_type = rotation_text();
     let (empty_ratio, empty_ratio_text) =
         ratio(empty.real.events_per_second(), empty.raw.events_per_second());
     let empty_rate = empty.real.events_per_second();
@@ -225,7 +241,7 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
 
 /// Resets and drains `rounds` × (raw, real, real, raw)/2 — i.e. raw then real, then real then raw.
 async fn pair(
-    db: &BenchDb,
+    db: &TestDb,
     owner: &Client,
     workspace: uuid::Uuid,
     events: i64,
@@ -267,7 +283,7 @@ async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Re
 }
 
 /// The raw loop: claim a batch, mark it, until nothing is due.
-async fn raw_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     let client = super::db::connect(&db.app_url()).await?;
     // The same durability as the dispatcher's claim and mark (which commit with synchronous_commit
     // off, see outbox/claim.sql): set once for this dedicated session, the cheapest way to get it.
@@ -293,7 +309,7 @@ async fn raw_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
 }
 
 /// The real dispatcher, one pass until idle.
-async fn real_drain(db: &BenchDb, batch: i64) -> anyhow::Result<Drain> {
+async fn real_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     // One connection: a step claims, then marks, never both at once. Opened before the clock starts,
     // as the raw loop's is.
     let pool = db.app_pool(1)?;
@@ -362,10 +378,16 @@ struct Sustained {
     vacuums: u64,
 }
 
+const VACUUM_THRESHOLD: &str = "SELECT coalesce((SELECT split_part(o, '=', 2)::bigint FROM unnest(c.reloptions) AS o \
+                  WHERE o LIKE 'autovacuum_vacuum_threshold=%'), 50) FROM pg_class c WHERE c.relname = 'event_outbox'";
+
+const DEAD_TUPLES: &str =
+    "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'";
+
 /// Drains with the real dispatcher for `duration` while a producer keeps a backlog of pending events;
 /// with `vacuum`, also runs `VACUUM event_outbox` whenever its dead tuples pass the table's threshold.
 async fn sustained(
-    db: &BenchDb,
+    db: &TestDb,
     owner: &Client,
     batch: i64,
     duration: Duration,
@@ -381,18 +403,23 @@ async fn sustained(
     const CHUNK: i64 = 5_000;
     let producer_client = super::db::connect(db.url()).await?;
     let workspace = uuid::Uuid::from(ulid::Ulid::generate());
-    producer_client.execute(&prefill_sql(), &[&workspace, &(BACKLOG as i64), &"pending"]).await?;
+    let (types, resources) = catalog();
+    producer_client
+        .execute(PREFILL, &[&workspace, &(BACKLOG as i64), &"pending", &types, &resources])
+        .await?;
     produced.fetch_add(BACKLOG, Ordering::Relaxed);
     let deadline = Instant::now() + duration;
     let producer = {
         let (dispatched, produced) = (dispatched.clone(), produced.clone());
-        let statement = producer_client.prepare(&prefill_sql()).await?;
+        let statement = producer_client.prepare(PREFILL).await?;
         tokio::spawn(async move {
             while Instant::now() < deadline {
                 let backlog =
                     produced.load(Ordering::Relaxed).saturating_sub(dispatched.load(Ordering::Relaxed));
                 if backlog < BACKLOG {
-                    producer_client.execute(&statement, &[&workspace, &CHUNK, &"pending"]).await?;
+                    producer_client
+                        .execute(&statement, &[&workspace, &CHUNK, &"pending", &types, &resources])
+                        .await?;
                     produced.fetch_add(CHUNK as u64, Ordering::Relaxed);
                 } else {
                     tokio::time::sleep(Duration::from_millis(2)).await;
@@ -404,14 +431,7 @@ async fn sustained(
     let vacuums = Arc::new(AtomicU64::new(0));
     let vacuumer = if vacuum {
         let client = super::db::connect(db.url()).await?;
-        let threshold: i64 = client
-            .query_one(
-                "SELECT coalesce((SELECT split_part(o, '=', 2)::bigint FROM unnest(c.reloptions) AS o \
-                  WHERE o LIKE 'autovacuum_vacuum_threshold=%'), 50) FROM pg_class c WHERE c.relname = 'event_outbox'",
-                &[],
-            )
-            .await?
-            .get(0);
+        let threshold: i64 = client.query_one(VACUUM_THRESHOLD, &[]).await?.get(0);
         let (stop, vacuums) = (stop.clone(), vacuums.clone());
         Some(tokio::spawn(async move {
             loop {
@@ -419,13 +439,7 @@ async fn sustained(
                     _ = stop.notified() => break,
                     _ = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
-                let dead: i64 = client
-                    .query_one(
-                        "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'",
-                        &[],
-                    )
-                    .await?
-                    .get(0);
+                let dead: i64 = client.query_one(DEAD_TUPLES, &[]).await?.get(0);
                 if dead > threshold {
                     client.batch_execute("VACUUM event_outbox").await?;
                     vacuums.fetch_add(1, Ordering::Relaxed);
@@ -467,13 +481,7 @@ async fn sustained(
     if let Some(vacuumer) = vacuumer {
         vacuumer.await.context("the vacuum task failed")??;
     }
-    let dead_tuples_at_end: i64 = owner
-        .query_one(
-            "SELECT coalesce(n_dead_tup, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'",
-            &[],
-        )
-        .await?
-        .get(0);
+    let dead_tuples_at_end: i64 = owner.query_one(DEAD_TUPLES, &[]).await?.get(0);
     // Leave no backlog for the next run.
     Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch))
         .with_metrics(MetricsMode::Off)

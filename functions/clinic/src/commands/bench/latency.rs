@@ -24,16 +24,26 @@ use tokio::time::{Instant, MissedTickBehavior};
 use ulid::Ulid;
 
 use super::client::{bearer, Connection};
-use super::db::{seed, BenchDb};
+use super::db::{seed, BenchConnections as _};
 use super::report::{ms, thousands, Report, Row};
 use super::serve::ServerChild;
 use super::stats::Samples;
 use super::write::Slots;
 use super::Options;
+use clinic_testkit::TestDb;
 
 const CONNECTIONS: usize = 8;
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+const NOW: &str = "SELECT clock_timestamp()";
+
+const RECEIPT_TIMES: &str = "SELECT e.resource_id, e.recorded_at, r.received_at \
+             FROM listener_receipts r JOIN events e ON e.id = r.event_id \
+             WHERE e.type = 'appointment.created' AND e.recorded_at > $1";
+
+const CREATED_SINCE: &str =
+    "SELECT count(*) FROM events WHERE type = 'appointment.created' AND recorded_at > $1";
+
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let fixtures = seed(&owner, 256, 256).await?;
     let slots = Arc::new(Slots::new(fixtures.clone()));
@@ -54,28 +64,14 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
     eprintln!("bench: latency: warming up for {warm_up:?}");
     steady(server.address, &auth, &slots, rate, warm_up).await?;
     wait_dispatched(&owner).await?;
-    let cutoff: chrono::DateTime<chrono::Utc> =
-        owner.query_one("SELECT clock_timestamp()", &[]).await?.get(0);
+    let cutoff: chrono::DateTime<chrono::Utc> = owner.query_one(NOW, &[]).await?.get(0);
     eprintln!("bench: latency: {rate} events/s for {duration:?}");
     let mut run = steady(server.address, &auth, &slots, rate, duration).await?;
     wait_dispatched(&owner).await?;
     server.stop().await?;
 
-    let rows = owner
-        .query(
-            "SELECT e.resource_id, e.recorded_at, r.received_at \
-             FROM listener_receipts r JOIN events e ON e.id = r.event_id \
-             WHERE e.type = 'appointment.created' AND e.recorded_at > $1",
-            &[&cutoff],
-        )
-        .await?;
-    let events: i64 = owner
-        .query_one(
-            "SELECT count(*) FROM events WHERE type = 'appointment.created' AND recorded_at > $1",
-            &[&cutoff],
-        )
-        .await?
-        .get(0);
+    let rows = owner.query(RECEIPT_TIMES, &[&cutoff]).await?;
+    let events: i64 = owner.query_one(CREATED_SINCE, &[&cutoff]).await?.get(0);
     let mut from_commit = Samples::with_capacity(rows.len());
     let mut from_recorded = Samples::with_capacity(rows.len());
     let mut before_answer = 0usize;
@@ -193,14 +189,13 @@ fn micros_between(from: DateTime<Utc>, to: DateTime<Utc>) -> u64 {
     (to - from).num_microseconds().unwrap_or(0).max(0) as u64
 }
 
+const UNDISPATCHED: &str = "SELECT count(*) FROM event_outbox WHERE status <> 'dispatched'";
+
 /// Waits until every outbox row is dispatched (at most 30 s).
 async fn wait_dispatched(owner: &tokio_postgres::Client) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let open: i64 = owner
-            .query_one("SELECT count(*) FROM event_outbox WHERE status <> 'dispatched'", &[])
-            .await?
-            .get(0);
+        let open: i64 = owner.query_one(UNDISPATCHED, &[]).await?.get(0);
         if open == 0 {
             return Ok(());
         }

@@ -4,9 +4,13 @@
 //! Invariants:
 //! - Every figure is printed beside a baseline measured in the same run against the same database, so
 //!   drift on a shared machine shows up in both (the ratio is the figure that matters).
-//! - Each section runs in its own fresh database (`clinic_bench_<ulid>`) on the server named by
-//!   `DATABASE_URL` (or the local dev cluster), migrated from the embedded migrations and dropped at
-//!   the end, even when the section fails.
+//! - Each section runs in its own fresh database (the testkit's scratch database, `clinic_test_<ulid>`,
+//!   a copy of the migrated template) on the server named by `DATABASE_URL` (or the local dev
+//!   cluster), dropped at the end, even when the section fails.
+//! - SQL: the raw baselines and the prefills are the bench's own statements on purpose (they are what
+//!   the service is compared with), each a named const beside the function that runs it; catalog
+//!   facts (event types, the NOTIFY channel) come from the Rust source of truth. One-word
+//!   maintenance commands (`VACUUM`, `ANALYZE`, `BEGIN`, `SET …`) stay inline.
 //! - Load goes only to 127.0.0.1: the API is a child process of this one (`clinic bench serve`,
 //!   hidden) serving the real router with `axum::serve` on `127.0.0.1:0`, so its peak RSS is its own.
 //! - `--smoke` runs every code path for seconds, with small volumes; it proves the benchmark works and
@@ -141,18 +145,16 @@ enum Section {
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
     let mut report = Report::new(admin_url, options.smoke).await?;
     for section in sections {
-        let bench_db = db::BenchDb::create(admin_url).await?;
-        eprintln!("bench: database {}", bench_db.name());
-        let outcome = match section {
-            Section::Write => write::run(&bench_db, options, &mut report).await,
-            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await,
-            Section::Latency => latency::run(&bench_db, options, &mut report).await,
-            Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await,
-            Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await,
-        };
-        let dropped = bench_db.drop_database().await;
-        outcome?;
-        dropped?;
+        let bench_db = db::create(admin_url).await?;
+        eprintln!("bench: database {}", bench_db.name);
+        match section {
+            Section::Write => write::run(&bench_db, options, &mut report).await?,
+            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await?,
+            Section::Latency => latency::run(&bench_db, options, &mut report).await?,
+            Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await?,
+            Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await?,
+        }
+        // Dropping `bench_db` drops the database (also when the section failed).
     }
     println!("{}", report.render());
     Ok(())

@@ -15,11 +15,12 @@ use clinic_core::outbox::OutboxStatus;
 use deadpool_postgres::Object;
 use tokio::time::Instant;
 
-use super::db::BenchDb;
-use super::dispatch::prefill_sql;
+use super::db::BenchConnections as _;
+use super::dispatch::{catalog, PREFILL};
 use super::report::{ms, ratio, thousands, Report, Row};
 use super::stats::Samples;
 use super::Options;
+use clinic_testkit::TestDb;
 
 /// The working set both databases share: rows by status, oldest first.
 const WORKING_SET: &[(&str, i64)] =
@@ -92,11 +93,15 @@ struct Side {
     workspace: WorkspaceId,
 }
 
-async fn side(db: &BenchDb, history: i64) -> anyhow::Result<Side> {
+async fn side(db: &TestDb, history: i64) -> anyhow::Result<Side> {
     let owner = db.owner().await?;
     let workspace = uuid::Uuid::from(ulid::Ulid::generate());
+    let (types, resources) = catalog();
     for (status, rows) in WORKING_SET {
-        owner.execute(&prefill_sql(), &[&workspace, rows, status]).await.context("working set")?;
+        owner
+            .execute(PREFILL, &[&workspace, rows, status, &types, &resources])
+            .await
+            .context("working set")?;
     }
     // Working-set rows were written a day ago (so `olderThan=1h` selects them).
     owner.execute("UPDATE event_outbox SET created_at = created_at - interval '1 day'", &[]).await?;
@@ -104,7 +109,10 @@ async fn side(db: &BenchDb, history: i64) -> anyhow::Result<Side> {
     let mut written = 0;
     while written < history {
         let rows = (history - written).min(100_000);
-        owner.execute(&prefill_sql(), &[&workspace, &rows, &"dispatched"]).await.context("history")?;
+        owner
+            .execute(PREFILL, &[&workspace, &rows, &"dispatched", &types, &resources])
+            .await
+            .context("history")?;
         written += rows;
     }
     owner.batch_execute("VACUUM ANALYZE").await?;
@@ -115,23 +123,16 @@ async fn side(db: &BenchDb, history: i64) -> anyhow::Result<Side> {
     Ok(Side { client, workspace: WorkspaceId::from_uuid(workspace) })
 }
 
-pub async fn run(
-    admin_url: &str,
-    db: &BenchDb,
-    options: &Options,
-    report: &mut Report,
-) -> anyhow::Result<()> {
+pub async fn run(admin_url: &str, db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let history = options.history_rows();
-    let with_history_db = BenchDb::create(admin_url).await?;
-    let outcome = measure(db, &with_history_db, history, options, report).await;
-    let dropped = with_history_db.drop_database().await;
-    outcome?;
-    dropped
+    let with_history_db = super::db::create(admin_url).await?;
+    // Dropping `with_history_db` drops the database (also when the measurement failed).
+    measure(db, &with_history_db, history, options, report).await
 }
 
 async fn measure(
-    empty_db: &BenchDb,
-    history_db: &BenchDb,
+    empty_db: &TestDb,
+    history_db: &TestDb,
     history: i64,
     options: &Options,
     report: &mut Report,

@@ -37,7 +37,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let secret = std::env::var(SECRET_VAR).with_context(|| format!("{SECRET_VAR} is not set"))?;
     let pool = connect_pool(&url, args.pool, None)?;
     let dispatcher = if args.dispatcher {
-        Some(crate::commands::dispatch::spawn_local(&url, pool.clone()).await?)
+        Some(crate::dev_dispatcher::spawn_local(&url, pool.clone()).await?)
     } else {
         None
     };

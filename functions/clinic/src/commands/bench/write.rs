@@ -17,7 +17,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use clinic_core::dispatch::{DispatchConfig, Dispatcher, NoopTransport};
+use clinic_core::dispatch::testing::NoopTransport;
+use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::http::auth::{issue_token, Role};
 use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
@@ -25,11 +26,12 @@ use tokio_postgres::types::ToSql;
 use ulid::Ulid;
 
 use super::client::{bearer, Connection};
-use super::db::{seed, BenchDb, Fixtures};
+use super::db::{seed, BenchConnections as _, Fixtures};
 use super::report::{ms, ratio, thousands, Report, Row};
 use super::serve::ServerChild;
 use super::stats::Samples;
 use super::Options;
+use clinic_testkit::TestDb;
 
 const PRACTITIONERS: usize = 1024;
 const PATIENTS: usize = 1024;
@@ -158,7 +160,7 @@ impl RunResult {
     }
 }
 
-pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let clients = options.clients;
     let duration = options.write_duration();
     let owner = db.owner().await?;
@@ -390,7 +392,7 @@ const RAW_OUTBOX: &str =
 /// Writes the same rows as a booking (appointment, event, three links, outbox row) straight over
 /// tokio-postgres, one transaction per booking, `clients` connections for `duration`.
 async fn raw_run(
-    db: &BenchDb,
+    db: &TestDb,
     slots: &Arc<Slots>,
     clients: usize,
     duration: Duration,
@@ -517,11 +519,12 @@ struct IdleListener {
 const IDLE_ID: &str = "bench-idle-listener";
 
 impl IdleListener {
-    async fn start(db: &BenchDb) -> anyhow::Result<Self> {
+    async fn start(db: &TestDb) -> anyhow::Result<Self> {
         let (sender, mut notifications) = tokio::sync::mpsc::unbounded_channel();
         let client = clinic_core::db::connect_single(&db.app_url(), None, Some(sender)).await?;
+        // LISTEN takes no parameter: the channel comes from its one Rust constant.
         client.batch_execute(&format!("LISTEN {}", clinic_core::events::store::OUTBOX_CHANNEL)).await?;
-        client.execute("INSERT INTO outbox_waiters (dispatcher_id) VALUES ($1)", &[&IDLE_ID]).await?;
+        clinic_core::outbox::waiters::register(&db.pool.get().await?, IDLE_ID).await?;
         let received = Arc::new(AtomicU64::new(0));
         let counter = {
             let received = received.clone();
@@ -535,9 +538,8 @@ impl IdleListener {
     }
 
     /// Unregisters and answers how many notifications arrived.
-    async fn stop(self, db: &BenchDb) -> anyhow::Result<u64> {
-        let owner = db.owner().await?;
-        owner.execute("DELETE FROM outbox_waiters WHERE dispatcher_id = $1", &[&IDLE_ID]).await?;
+    async fn stop(self, db: &TestDb) -> anyhow::Result<u64> {
+        clinic_core::outbox::waiters::unregister(&db.pool.get().await?, IDLE_ID).await?;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let received = self.received.load(Ordering::Relaxed);
         drop(self._client);

@@ -1,0 +1,159 @@
+//! The in-process dispatcher loop of `clinic dev` (and of the latency bench's server, `clinic bench
+//! serve`): not a subcommand of its own. Drains the outbox in a background task until stopped, woken
+//! by LISTEN on new commits and polling as a safety net.
+//!
+//! Transport (`CLINIC_TRANSPORT`):
+//! - `local` (default): listeners run in this process; a row is marked dispatched only after each
+//!   listener committed its receipt.
+//! - `sqs`: starts go to one SQS queue per listener (`CLINIC_SQS_QUEUE_URL_<LISTENER>`, or — with
+//!   `CLINIC_SQS_ENDPOINT` set and no queue URLs — queues `clinic-dev-<listener>` created on that
+//!   endpoint), and a consumer per queue feeds received batches to the listener Lambda's own handler,
+//!   deleting only the messages it did not report as failed (what the Lambda event source mapping
+//!   does in AWS).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
+use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
+use deadpool_postgres::Pool;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A running dispatcher loop (and, in SQS mode, its queue consumers).
+pub struct DispatcherHandle {
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl DispatcherHandle {
+    /// Asks every task to stop and waits for their current step to finish.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+/// Starts the dispatcher loop on `pool`, listening on `url`, with the transport `CLINIC_TRANSPORT`
+/// names.
+pub async fn spawn(url: &str, pool: Pool) -> anyhow::Result<DispatcherHandle> {
+    let transport = clinic_core::config::var("CLINIC_TRANSPORT").unwrap_or_else(|| "local".into());
+    spawn_with(url, pool, &transport).await
+}
+
+/// Starts the dispatcher loop with the in-process transport, whatever the environment says.
+pub async fn spawn_local(url: &str, pool: Pool) -> anyhow::Result<DispatcherHandle> {
+    spawn_with(url, pool, "local").await
+}
+
+async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<DispatcherHandle> {
+    let config = DispatchConfig::from_env()?;
+    let (stop, stop_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let transport: Arc<dyn Transport> = match transport {
+        "local" => Arc::new(LocalTransport::new(pool.clone())),
+        "sqs" => {
+            let (transport, queues, client) = sqs_transport().await?;
+            let state = Arc::new(clinic_listener::State::new(pool.clone()));
+            for url in queues {
+                let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
+                tasks.push(tokio::spawn(consumer));
+            }
+            Arc::new(transport)
+        }
+        other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
+    };
+    let dispatcher = Dispatcher::new(pool, transport, config)
+        .with_listen(url, clinic_core::config::var("CLINIC_DB_CA_FILE"));
+    tasks.push(tokio::spawn(async move {
+        let report = dispatcher.run_until(stopped(stop_rx)).await;
+        tracing::info!(steps = report.steps, dispatched = report.totals.dispatched, "dispatcher stopped");
+    }));
+    Ok(DispatcherHandle { stop, tasks })
+}
+
+async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_sqs::Client)> {
+    let endpoint = clinic_core::config::var("CLINIC_SQS_ENDPOINT");
+    let client = clinic_sqs::build_client(endpoint.as_deref()).await;
+    let config = match SqsConfig::from_env() {
+        Ok(config) => config,
+        Err(missing) if endpoint.is_some() => {
+            tracing::info!(reason = %missing, "creating local queues clinic-dev-* on the SQS endpoint");
+            let queues: QueueMap = clinic_sqs::queues::create_queues(&client, "clinic-dev", false)
+                .await
+                .map_err(|e| anyhow::anyhow!("creating queues on CLINIC_SQS_ENDPOINT: {e}"))?;
+            SqsConfig {
+                queues,
+                source_prefix: clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE")
+                    .unwrap_or_else(|| "/clinic".into()),
+                endpoint,
+            }
+        }
+        Err(missing) => return Err(missing).context("CLINIC_TRANSPORT=sqs"),
+    };
+    let urls = clinic_core::listeners::Listener::ALL
+        .iter()
+        .filter_map(|listener| config.queues.url(*listener).map(str::to_owned))
+        .collect();
+    Ok((SqsTransport::from_config(client.clone(), &config), urls, client))
+}
+
+/// Long-polls one queue and runs each batch through the listener Lambda's handler.
+async fn consume(
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+    state: Arc<clinic_listener::State>,
+    mut stop: watch::Receiver<bool>,
+) {
+    while !*stop.borrow() {
+        let received = tokio::select! {
+            received = client.receive_message().queue_url(&queue_url).max_number_of_messages(10)
+                .wait_time_seconds(1).message_attribute_names("All").send() => received,
+            _ = stop.changed() => break,
+        };
+        let messages = match received {
+            Ok(output) => output.messages.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(error = %error, "receiving from SQS failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        if messages.is_empty() {
+            continue;
+        }
+        let mut event = SqsEvent::default();
+        for message in &messages {
+            let mut record = SqsMessage::default();
+            record.message_id = message.message_id.clone();
+            record.receipt_handle = message.receipt_handle.clone();
+            record.body = message.body.clone();
+            event.records.push(record);
+        }
+        let lambda_event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
+        let failed: Vec<String> = match clinic_listener::handle(&state, lambda_event).await {
+            Ok(response) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
+            Err(_) => messages.iter().filter_map(|m| m.message_id.clone()).collect(),
+        };
+        for message in messages {
+            if message.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+                continue; // left for redelivery after the visibility timeout
+            }
+            if let Some(handle) = message.receipt_handle {
+                if let Err(error) =
+                    client.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await
+                {
+                    tracing::warn!(error = %error, "deleting a handled message failed; it will be redelivered");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! `template.yaml` against the code: every listener in the catalog has its queue, dead-letter queue,
+//! consumer function and queue-URL variable, and the dispatcher's timeout leaves room for its window.
+//!
+//! A listener added to the catalog without its queue would stop the dispatcher at start-up in AWS
+//! (`QueueMap::from_env` requires every listener's URL); this test catches it before a deploy.
+
+use clinic_core::listeners::Listener;
+use clinic_dispatcher::DEADLINE_MARGIN;
+
+const TEMPLATE: &str = include_str!("../../../../template.yaml");
+
+/// `patient_booking_confirmation` -> `PatientBookingConfirmation` (the logical-id stem).
+fn camel(listener: Listener) -> String {
+    listener
+        .as_str()
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// The lines of the top-level entry `logical_id` (a resource or a parameter), without its header.
+fn resource(logical_id: &str) -> String {
+    let header = format!("\n  {logical_id}:\n");
+    let start = TEMPLATE.find(&header).unwrap_or_else(|| panic!("template.yaml has no entry {logical_id}"))
+        + header.len();
+    TEMPLATE[start..]
+        .lines()
+        .take_while(|line| line.is_empty() || line.starts_with("    "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn count(needle: &str) -> usize {
+    TEMPLATE.matches(needle).count()
+}
+
+#[test]
+fn every_listener_has_a_queue_a_dead_letter_queue_and_a_consumer() {
+    for listener in Listener::ALL {
+        let stem = camel(*listener);
+        let queue = resource(&format!("{stem}Queue"));
+        assert!(queue.contains("Type: AWS::SQS::Queue"), "{stem}Queue");
+        assert!(
+            queue.contains(&format!("deadLetterTargetArn: !GetAtt {stem}DeadLetterQueue.Arn")),
+            "{stem}Queue redrives to its dead-letter queue"
+        );
+        assert!(resource(&format!("{stem}DeadLetterQueue")).contains("Type: AWS::SQS::Queue"));
+
+        let function = resource(&format!("{stem}Function"));
+        assert!(function.contains("Binary: clinic-listener"), "{stem}Function");
+        assert!(function.contains(&format!("Queue: !GetAtt {stem}Queue.Arn")), "{stem}Function");
+        assert!(function.contains("- ReportBatchItemFailures"), "{stem}Function");
+
+        // Visibility timeout at least six times the consumer's timeout.
+        let timeout: u64 = number_after(&function, "Timeout: ");
+        let visibility: u64 = number_after(&queue, "VisibilityTimeout: ");
+        assert!(visibility >= 6 * timeout, "{stem}: visibility {visibility} s < 6 x {timeout} s");
+
+        let role = resource(&format!("{stem}Role"));
+        assert!(role.contains(&format!("Resource: !GetAtt {stem}Queue.Arn")), "{stem}Role");
+
+        assert!(
+            resource(&format!("{stem}DeadLetterAlarm"))
+                .contains(&format!("Value: !GetAtt {stem}DeadLetterQueue.QueueName")),
+            "{stem}DeadLetterAlarm"
+        );
+
+        let variable = clinic_sqs::queue_url_var(*listener);
+        let dispatcher = resource("DispatcherFunction");
+        assert!(
+            dispatcher.contains(&format!("{variable}: !Ref {stem}Queue")),
+            "the dispatcher gets {variable}"
+        );
+        let dispatcher_role = resource("DispatcherRole");
+        assert!(dispatcher_role.contains(&format!("- !GetAtt {stem}Queue.Arn")));
+    }
+    assert_eq!(count("Type: AWS::SQS::Queue"), 2 * Listener::ALL.len(), "no stray queues");
+    assert_eq!(count("Binary: clinic-listener"), Listener::ALL.len());
+}
+
+#[test]
+fn the_dispatcher_timeout_outlasts_its_longest_window() {
+    let function = resource("DispatcherFunction");
+    let timeout: u64 = number_after(&function, "Timeout: ");
+    assert!(function.contains("ReservedConcurrentExecutions: 1"));
+    assert!(function.contains("Schedule: rate(1 minute)"));
+    let window = resource("DispatchWindowSecs");
+    let longest: u64 = number_after(&window, "MaxValue: ");
+    assert!(
+        longest + DEADLINE_MARGIN.as_secs() <= timeout,
+        "window {longest} s + margin {DEADLINE_MARGIN:?} must fit the timeout {timeout} s"
+    );
+}
+
+fn number_after(text: &str, key: &str) -> u64 {
+    let at = text.find(key).unwrap_or_else(|| panic!("no {key:?} in\n{text}")) + key.len();
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or_else(|_| panic!("{key:?} is not followed by a number"))
+}

@@ -1,0 +1,6 @@
+//! The dispatcher Lambda: its handler fed real EventBridge events (local transport and SQS against the
+//! emulator), and `template.yaml` checked against the listener catalog.
+
+mod fixture_scheduled_tick;
+mod fixture_template;
+mod handler;

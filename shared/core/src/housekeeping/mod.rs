@@ -1,0 +1,23 @@
+//! Housekeeping: scheduled jobs that keep the system's own bookkeeping in shape, beside the request
+//! path and the dispatcher. Each runs on its own schedule (the housekeeping Lambda's `reminders` and
+//! `sweep` modes, `clinic reminders run`, `clinic outbox sweep`) and reads its work in bounded
+//! batches.
+//!
+//! Invariants shared by every job here:
+//! - A run is safe to repeat, to overlap with another run and to stop anywhere: each unit of work is
+//!   one short transaction that re-checks what it acts on under a row lock, and nothing is remembered
+//!   between runs except what the tables say.
+//! - A job writes only through the owning modules' paths (events through
+//!   [`crate::events::store::append`]); it never deletes from the event log and never starts a
+//!   listener itself — the dispatcher picks up what it appends.
+//! - Logs and reports carry ids and counts only.
+//!
+//! The jobs:
+//! - [`reminders`]: emits `appointment.reminder_due` once per appointment and start time within the
+//!   lead time.
+//! - [`retention`]: deletes finished outbox rows, old listener starts and receipts past the
+//!   retention, in bounded batches within a time budget.
+// - The custody reconciler (`reconcile`) is added here by issue 11.
+
+pub mod reminders;
+pub mod retention;

@@ -1,0 +1,19 @@
+//! The HTTP API through the shared router against real PostgreSQL: identity and isolation,
+//! mutations and their events, timelines, the OpenAPI document, PHI scans, hostile input and the
+//! restricted database role.
+
+mod access;
+mod concurrency;
+mod db_least_privilege;
+mod db_privileges;
+mod db_tls;
+mod health;
+mod hostile_input;
+mod isolation_every_route;
+mod mutations;
+mod nasty_inputs;
+mod notification_order;
+mod openapi;
+mod privacy;
+mod privacy_erasure;
+mod timelines;

@@ -1,0 +1,11 @@
+//! Operating the outbox against real PostgreSQL: operator actions over HTTP, stats and metrics, the
+//! retention sweep and appointment reminders.
+
+mod disclosures;
+mod http;
+mod queries;
+mod reminders;
+mod retention;
+mod retention_expiry;
+mod stats;
+mod support;

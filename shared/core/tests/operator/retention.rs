@@ -1,0 +1,173 @@
+//! The retention sweep deletes finished outbox rows, old listener starts and receipts — and keeps
+//! everything live, the event log and the delivery log.
+
+use std::time::Duration;
+
+use crate::support::{rfc3339, Scene};
+use chrono::Utc;
+use clinic_core::housekeeping::retention::{sweep, RetentionConfig};
+use clinic_core::ids::EventId;
+use serde_json::json;
+
+const WEEK: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Books one more appointment `hours` from now and answers its `appointment.created` event.
+async fn book(scene: &Scene, hours: i64) -> EventId {
+    let admin = scene.app.workspace.admin.clone();
+    let starts = Utc::now() + chrono::Duration::hours(hours);
+    let body = json!({
+        "patientId": scene.patient["id"], "practitionerId": scene.practitioner["id"],
+        "startsAt": rfc3339(starts), "endsAt": rfc3339(starts + chrono::Duration::minutes(30)),
+    });
+    let response = scene.app.call("POST", "/v1/appointments", Some(&admin), Some(body)).await;
+    assert_eq!(response.status, 201, "{}", response.text);
+    let id = response.body["id"].as_str().unwrap().to_owned();
+    let row = scene
+        .app
+        .db
+        .client()
+        .await
+        .query_one(
+            "SELECT e.id FROM events e WHERE e.type = 'appointment.created' AND e.resource_id = $1::text::uuid",
+            &[&uuid_text(&id)],
+        )
+        .await
+        .unwrap();
+    row.get(0)
+}
+
+fn uuid_text(ulid: &str) -> String {
+    uuid::Uuid::from(ulid.parse::<ulid::Ulid>().unwrap()).to_string()
+}
+
+async fn set_status(scene: &Scene, event: EventId, status: &str) {
+    let client = scene.app.db.client().await;
+    let sql = match status {
+        "claimed" => {
+            "UPDATE event_outbox SET status = 'claimed', claim_token = gen_random_uuid(), \
+                      claimed_until = now() + interval '1 hour', available_at = now() + interval '1 hour' \
+                      WHERE event_id = $1"
+        }
+        _ => "UPDATE event_outbox SET status = $2 WHERE event_id = $1",
+    };
+    if status == "claimed" {
+        client.execute(sql, &[&event]).await.unwrap();
+    } else {
+        client.execute(sql, &[&event, &status]).await.unwrap();
+    }
+}
+
+async fn bookkeeping(scene: &Scene, event: EventId, listener: &str) {
+    let client = scene.app.db.client().await;
+    client
+        .execute("INSERT INTO listener_starts (event_id, listener) VALUES ($1, $2)", &[&event, &listener])
+        .await
+        .unwrap();
+    client
+        .execute("INSERT INTO listener_receipts (listener, event_id) VALUES ($1, $2)", &[&listener, &event])
+        .await
+        .unwrap();
+}
+
+async fn counts(scene: &Scene) -> [i64; 6] {
+    let app = &scene.app;
+    [
+        app.count("SELECT 1 FROM event_outbox").await,
+        app.count("SELECT 1 FROM listener_starts").await,
+        app.count("SELECT 1 FROM listener_receipts").await,
+        app.count("SELECT 1 FROM events").await,
+        app.count("SELECT 1 FROM event_resources").await,
+        app.count("SELECT 1 FROM notifications").await,
+    ]
+}
+
+#[tokio::test]
+async fn the_sweep_deletes_only_finished_old_bookkeeping() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await; // patient, practitioner, appointment #1: dispatched, 2 receipts.
+    bookkeeping(&scene, scene.created, "extra_listener").await; // old starts of a dispatched event go too.
+
+    let mut live = Vec::new();
+    for (hours, status) in [(40, "pending"), (42, "claimed"), (44, "retry"), (46, "dead")] {
+        let event = book(&scene, hours).await;
+        if status != "pending" {
+            set_status(&scene, event, status).await;
+        }
+        bookkeeping(&scene, event, "patient_booking_confirmation").await;
+        live.push((event, status));
+    }
+    let discarded = book(&scene, 48).await;
+    set_status(&scene, discarded, "discarded").await;
+    bookkeeping(&scene, discarded, "patient_booking_confirmation").await;
+
+    let before = counts(&scene).await;
+    // Nothing is older than a week yet: a sweep now deletes nothing.
+    let config = RetentionConfig {
+        retention: WEEK,
+        batch: 2,
+        budget: Duration::from_secs(60),
+        ..RetentionConfig::default()
+    };
+    let report = sweep(&scene.app.state.pool, &config, Utc::now()).await.unwrap();
+    assert!(report.complete);
+    assert_eq!((report.outbox_rows, report.listener_starts, report.listener_receipts), (0, 0, 0));
+    assert_eq!(counts(&scene).await, before);
+
+    // Eight days later everything above is older than the retention.
+    let later = Utc::now() + chrono::Duration::days(8);
+    let report = sweep(&scene.app.state.pool, &config, later).await.unwrap();
+    assert!(report.complete);
+    assert!(report.batches > 3, "bounded batches: {report:?}");
+    // Gone: 3 dispatched + 1 discarded outbox rows; the starts and receipts of those events.
+    assert_eq!(report.outbox_rows, 4, "{report:?}");
+    assert_eq!(report.listener_starts, 2, "{report:?}");
+    assert_eq!(report.listener_receipts, 4, "{report:?}");
+
+    let after = counts(&scene).await;
+    assert_eq!(after[0], before[0] - 4);
+    assert_eq!(after[3..], before[3..], "events, event_resources and notifications are never swept");
+    for (event, status) in &live {
+        assert_eq!(scene.status(*event).await, *status, "{status} row kept");
+        let kept: i64 = scene
+            .query_one(
+                "SELECT (SELECT count(*) FROM listener_starts WHERE event_id = $1) \
+                      + (SELECT count(*) FROM listener_receipts WHERE event_id = $1)",
+                *event,
+            )
+            .await
+            .get(0);
+        assert_eq!(kept, 2, "bookkeeping of the {status} row kept");
+    }
+    for gone in [scene.created, discarded] {
+        let left: i64 =
+            scene.query_one("SELECT count(*) FROM event_outbox WHERE event_id = $1", gone).await.get(0);
+        assert_eq!(left, 0);
+    }
+
+    // A swept event cannot be acted on any more.
+    let admin = scene.app.workspace.admin.clone();
+    let path = format!("/v1/system/outbox/{}/replay", scene.created);
+    let response = scene.app.call("POST", &path, Some(&admin), Some(json!({"reason": "too late"}))).await;
+    assert_eq!(response.status, 404);
+
+    // Sweeping again finds nothing more.
+    let again = sweep(&scene.app.state.pool, &config, later).await.unwrap();
+    assert_eq!((again.outbox_rows, again.listener_starts, again.listener_receipts), (0, 0, 0));
+}
+
+#[tokio::test]
+async fn the_sweep_stops_when_its_time_budget_is_spent() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await;
+    let before = counts(&scene).await;
+    let config = RetentionConfig {
+        retention: WEEK,
+        batch: 1000,
+        budget: Duration::ZERO,
+        ..RetentionConfig::default()
+    };
+    let report = sweep(&scene.app.state.pool, &config, Utc::now() + chrono::Duration::days(8)).await.unwrap();
+    assert!(!report.complete);
+    assert_eq!(report.batches, 0);
+    assert_eq!(counts(&scene).await, before);
+}
