@@ -7,8 +7,11 @@
 //!   constraint decides (back-to-back slots are allowed), and its violation answers `DoubleBooked`.
 //! - Every mutation bumps `version` by exactly one and appends one event linking the appointment, its
 //!   patient and its practitioner. Use cases take the caller's transaction and never commit.
+//! - An inactive practitioner cannot be booked (`PractitionerInactive`, 409); the practitioner row is
+//!   share-locked while the booking commits, so a concurrent deactivation cannot slip in between.
 
 pub mod repo;
+pub mod schedule;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -202,8 +205,12 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
     if crate::patients::repo::find(tx, ctx.workspace_id, command.patient_id).await?.is_none() {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
-    if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id).await?.is_none() {
-        return Err(FieldError::new("practitionerId", "no such practitioner").into());
+    let practitioner =
+        crate::practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id).await?;
+    match practitioner {
+        None => return Err(FieldError::new("practitionerId", "no such practitioner").into()),
+        Some(practitioner) if !practitioner.active => return Err(DomainError::PractitionerInactive),
+        Some(_) => {}
     }
     let now = crate::domain::values::now();
     let appointment = Appointment {

@@ -8,11 +8,11 @@ use super::{Appointment, AppointmentStatus};
 use crate::db::sql;
 use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 
-const SELECT: &str = "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+pub(super) const SELECT: &str = "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
                       status, reason, cancellation_reason, version, created_at, updated_at \
                       FROM appointments";
 
-fn from_row(row: &Row) -> Appointment {
+pub(super) fn from_row(row: &Row) -> Appointment {
     let status: &str = row.get("status");
     Appointment {
         id: row.get("id"),

@@ -64,6 +64,7 @@ event_types! {
     PatientUpdated => "patient.updated", Patient;
     PatientDeleted => "patient.deleted", Patient;
     PractitionerCreated => "practitioner.created", Practitioner;
+    PractitionerUpdated => "practitioner.updated", Practitioner;
     AppointmentCreated => "appointment.created", Appointment;
     AppointmentRescheduled => "appointment.rescheduled", Appointment;
     AppointmentCancelled => "appointment.cancelled", Appointment;

@@ -6,6 +6,7 @@
 //! (soft delete) but is answered as missing; its timeline stays readable.
 
 pub mod repo;
+pub mod search;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;

@@ -10,7 +10,7 @@ use crate::ids::{PatientId, WorkspaceId};
 const COLUMNS: &str = "id, workspace_id, given_name, family_name, email, phone, date_of_birth, \
                        version, created_at, updated_at";
 
-fn from_row(row: &Row) -> Patient {
+pub(super) fn from_row(row: &Row) -> Patient {
     Patient {
         id: row.get("id"),
         workspace_id: row.get("workspace_id"),

@@ -3,6 +3,7 @@
 
 pub mod appointments;
 pub mod health;
+pub mod lists;
 pub mod notifications;
 pub mod outbox;
 pub mod patients;
