@@ -197,7 +197,7 @@ mod tests {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
             assert!(event_type.as_str().starts_with(event_type.resource_type().as_str()));
         }
-        assert_eq!(EventType::ALL.len(), 9);
+        assert_eq!(EventType::ALL.len(), 10);
         assert_eq!(EventType::parse("appointment.exploded"), None);
     }
 
