@@ -11,6 +11,7 @@
 //!   a page costs its own rows whatever page it is. The first page starts after (`from`, the nil id),
 //!   which sorts before every real id.
 //! - Rows are scoped by workspace in every statement.
+//! - The statements are public so a test can `EXPLAIN` them under a generic plan and see the index.
 
 use chrono::{DateTime, Duration, Utc};
 use deadpool_postgres::GenericClient;
@@ -24,7 +25,7 @@ use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
 pub const MAX_WINDOW_DAYS: i64 = 31;
 
 /// Whole workspace: `appointments_schedule_idx`.
-const IN_WORKSPACE: &str = "\
+pub const IN_WORKSPACE: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
        cancellation_reason, version, created_at, updated_at
 FROM appointments
@@ -34,7 +35,7 @@ ORDER BY starts_at, id
 LIMIT $6";
 
 /// One practitioner (and optionally one patient of theirs): `appointments_practitioner_schedule_idx`.
-const OF_PRACTITIONER: &str = "\
+pub const OF_PRACTITIONER: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
        cancellation_reason, version, created_at, updated_at
 FROM appointments
@@ -44,7 +45,7 @@ ORDER BY starts_at, id
 LIMIT $6";
 
 /// One patient: `appointments_patient_schedule_idx`.
-const OF_PATIENT: &str = "\
+pub const OF_PATIENT: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
        cancellation_reason, version, created_at, updated_at
 FROM appointments

@@ -30,7 +30,7 @@ WHERE workspace_id = $1 AND id = $2";
 
 /// One page of the workspace's practitioners in id order, after `$2` (served by
 /// `practitioners_list_idx`); `$3` narrows to active or inactive ones when not null.
-const LIST: &str = "\
+pub const LIST: &str = "\
 SELECT id, workspace_id, display_name, specialty, active, version, created_at, updated_at
 FROM practitioners
 WHERE workspace_id = $1 AND id > $2 AND ($3::boolean IS NULL OR active = $3)
