@@ -1,5 +1,5 @@
 //! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
-//! subcommands are operator tools (migrate, token, outbox, bench).
+//! subcommands are operator tools (migrate, workspaces, token, outbox, bench).
 
 mod commands;
 mod local_pg;
@@ -22,6 +22,8 @@ enum Command {
     Migrate,
     /// Print a bearer token for the local API (and nothing else).
     Token(commands::token::TokenArgs),
+    /// Onboarding: create a workspace (prints its id), list workspaces.
+    Workspaces(commands::workspaces::WorkspacesArgs),
     /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
     Outbox(commands::outbox::OutboxArgs),
     /// Scheduled jobs run by hand: `reminders run`.
@@ -42,6 +44,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => commands::dev::run(args).await,
         Command::Migrate => commands::migrate::run().await,
         Command::Token(args) => commands::token::run(args),
+        Command::Workspaces(args) => commands::workspaces::run(args).await,
         Command::Outbox(args) => commands::outbox::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,
         Command::Bench(args) => commands::bench::run(args).await,
