@@ -28,7 +28,7 @@ enum Command {
     Outbox(commands::outbox::OutboxArgs),
     /// Scheduled jobs run by hand: `reminders run`.
     Reminders(commands::reminders::RemindersArgs),
-    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, all (`--smoke` for a quick check).
+    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, lists, all (`--smoke` for a quick check).
     Bench(commands::bench::BenchArgs),
     /// Fault-injection run: writers under dispatcher kills and a PostgreSQL restart, then every check.
     Chaos(commands::chaos::ChaosArgs),

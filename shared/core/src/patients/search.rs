@@ -87,6 +87,11 @@ impl Search {
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
+
+    /// The end of the prefix's index range ([`SEARCH`]'s `$3`).
+    pub fn end(&self) -> &str {
+        &self.end
+    }
 }
 
 /// The least string after every string that starts with `prefix`, in code-point order: the prefix
