@@ -17,6 +17,7 @@ use axum::response::Response;
 
 use crate::appointments::schedule::{self, Schedule};
 use crate::appointments::{Appointment, AppointmentStatus};
+use crate::db::Tx;
 use crate::disclosures::{self, Purpose};
 use crate::domain::input::FieldError;
 use crate::domain::values::{parse_date_of_birth, parse_utc};
@@ -66,6 +67,26 @@ fn schedule_of(query: &HashMap<String, String>) -> Result<Schedule, ApiError> {
     Schedule::new(from, to, practitioner, patient, status).map_err(ApiError::BadParameter)
 }
 
+/// Runs `read` in a transaction, records one disclosure per distinct patient of what it read (purpose:
+/// `route`) and commits: a read that answers is accounted for, and one that fails is not.
+async fn read_disclosed<T>(
+    state: &AppState,
+    caller: &Caller,
+    route: &str,
+    read: impl AsyncFnOnce(&Tx<'_>) -> Result<Vec<T>, tokio_postgres::Error>,
+    patient_of: impl Fn(&T) -> PatientId,
+) -> Result<Vec<T>, ApiError> {
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let items = read(&tx).await?;
+    let patients: BTreeSet<PatientId> = items.iter().map(patient_of).collect();
+    let patients: Vec<PatientId> = patients.into_iter().collect();
+    let purpose = Purpose { name: route, event_id: None };
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &patients, purpose).await?;
+    tx.commit().await?;
+    Ok(items)
+}
+
 /// `GET /v1/appointments?from=&to=&practitionerId=&patientId=&status=&limit=&cursor=`.
 pub async fn schedule(
     State(state): State<AppState>,
@@ -96,14 +117,9 @@ pub async fn schedule(
             (a.starts_at, a.id.ulid())
         }));
     }
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let items = schedule::list(&tx, caller.workspace_id, &schedule, after, page.limit).await?;
-    let patients: BTreeSet<PatientId> = items.iter().map(|a| a.patient_id).collect();
-    let patients: Vec<PatientId> = patients.into_iter().collect();
-    let purpose = Purpose { name: SCHEDULE_ROUTE, event_id: None };
-    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &patients, purpose).await?;
-    tx.commit().await?;
+    let read =
+        async |tx: &Tx<'_>| schedule::list(tx, caller.workspace_id, &schedule, after, page.limit).await;
+    let items = read_disclosed(&state, &caller, SCHEDULE_ROUTE, read, |a| a.patient_id).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |a| (a.starts_at, a.id.ulid())))
 }
 
@@ -130,13 +146,8 @@ pub async fn search_patients(
     let after = page
         .after::<(String, ulid::Ulid)>(&state.api.cursor_key, &scope)?
         .map(|(key, id)| (key, PatientId::from_ulid(id)));
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let hits = search::search(&tx, caller.workspace_id, &search, after, page.limit).await?;
-    let patients: Vec<PatientId> = hits.iter().map(|hit| hit.patient.id).collect();
-    let purpose = Purpose { name: SEARCH_ROUTE, event_id: None };
-    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &patients, purpose).await?;
-    tx.commit().await?;
+    let read = async |tx: &Tx<'_>| search::search(tx, caller.workspace_id, &search, after, page.limit).await;
+    let hits = read_disclosed(&state, &caller, SEARCH_ROUTE, read, |hit| hit.patient.id).await?;
     let next_cursor = page.next_cursor(&state.api.cursor_key, &scope, &hits, |hit| {
         (hit.sort_key.clone(), hit.patient.id.ulid())
     });
