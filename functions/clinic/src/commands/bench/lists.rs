@@ -9,7 +9,8 @@
 //!   query walks [`PAGES`] pages; raw and API walks alternate query by query, so drift hits both.
 //! - Baseline "raw tx": the route's database work by hand over one tokio-postgres connection as
 //!   `clinic_app` — BEGIN, the list statement (`clinic_core`'s own text), the disclosure INSERT of the
-//!   listed patients, COMMIT. "raw select" (the statement alone, no transaction) is shown for scale.
+//!   listed patients, COMMIT. Shown for scale: the same with an asynchronous commit (what the WAL
+//!   flush of the disclosure rows costs) and "raw select" (the statement alone, no transaction).
 //! - Target (issue 19): API p99 ≤ 10 ms per page and ≥ 0.8× raw (ratio = raw p99 / API p99).
 
 use std::collections::BTreeSet;
@@ -221,6 +222,7 @@ fn base() -> DateTime<Utc> {
 struct Sides {
     api: Samples,
     raw_tx: Samples,
+    raw_async: Samples,
     raw_select: Samples,
     items: u64,
 }
@@ -249,8 +251,9 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
         let day = (i as i64 * 37) % days;
         let from = base() + chrono::Duration::days(day) + chrono::Duration::hours(8 + (i as i64 % 8));
         let to = from + chrono::Duration::days(1);
-        schedule.items += raw.schedule(&select_schedule, from, to, &mut schedule.raw_tx, true).await?;
-        raw.schedule(&select_schedule, from, to, &mut schedule.raw_select, false).await?;
+        schedule.items += raw.schedule(&select_schedule, from, to, &mut schedule.raw_tx, Mode::Tx).await?;
+        raw.schedule(&select_schedule, from, to, &mut schedule.raw_async, Mode::TxAsyncCommit).await?;
+        raw.schedule(&select_schedule, from, to, &mut schedule.raw_select, Mode::Select).await?;
         let query = format!(
             "/v1/appointments?from={}&to={}&limit={PAGE}",
             from.to_rfc3339_opts(SecondsFormat::Secs, true),
@@ -259,8 +262,9 @@ pub async fn run(db: &BenchDb, options: &Options, report: &mut Report) -> anyhow
         api_walk(&mut api, &query, &mut schedule.api).await?;
 
         let prefix = prefix_of(i);
-        search.items += raw.search(&select_search, &prefix, &mut search.raw_tx, true).await?;
-        raw.search(&select_search, &prefix, &mut search.raw_select, false).await?;
+        search.items += raw.search(&select_search, &prefix, &mut search.raw_tx, Mode::Tx).await?;
+        raw.search(&select_search, &prefix, &mut search.raw_async, Mode::TxAsyncCommit).await?;
+        raw.search(&select_search, &prefix, &mut search.raw_select, Mode::Select).await?;
         api_walk(&mut api, &format!("/v1/patients?q={prefix}&limit={PAGE}"), &mut search.api).await?;
     }
     server.stop().await?;
@@ -309,9 +313,11 @@ fn push(report: &mut Report, measure: &str, mut sides: Sides) {
             thousands(sides.items as f64)
         ),
         baseline: format!(
-            "raw tx p50 {} · p99 {}; raw select p50 {} · p99 {}",
+            "raw tx p50 {} · p99 {}; raw tx with an asynchronous commit p50 {} · p99 {}; raw select p50 {} · p99 {}",
             ms(sides.raw_tx.quantile_ms(0.5)),
             ms(raw_p99),
+            ms(sides.raw_async.quantile_ms(0.5)),
+            ms(sides.raw_async.quantile_ms(0.99)),
             ms(sides.raw_select.quantile_ms(0.5)),
             ms(sides.raw_select.quantile_ms(0.99)),
         ),
@@ -338,6 +344,15 @@ async fn api_walk(api: &mut Connection, path: &str, samples: &mut Samples) -> an
     Ok(())
 }
 
+/// What a raw page does: the statement alone, or the route's transaction (its commit durable, or
+/// `synchronous_commit = off` to show what the WAL flush of the disclosure rows costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Select,
+    Tx,
+    TxAsyncCommit,
+}
+
 struct Raw<'a> {
     client: &'a Client,
     workspace: WorkspaceId,
@@ -346,22 +361,26 @@ struct Raw<'a> {
 }
 
 impl Raw<'_> {
-    /// One timed page: the statement alone, or BEGIN + statement + disclosures + COMMIT.
+    /// One timed page: the statement alone, or BEGIN + statement + disclosures + COMMIT (see [`Mode`]).
     async fn page(
         &self,
         statement: &tokio_postgres::Statement,
         params: &[&(dyn ToSql + Sync)],
         purpose: &str,
         patient_column: &str,
-        in_tx: bool,
+        mode: Mode,
         samples: &mut Samples,
     ) -> anyhow::Result<Vec<tokio_postgres::Row>> {
         let started = Instant::now();
-        if in_tx {
-            self.client.batch_execute("BEGIN").await?;
+        match mode {
+            Mode::Select => {}
+            Mode::Tx => self.client.batch_execute("BEGIN").await?,
+            Mode::TxAsyncCommit => {
+                self.client.batch_execute("BEGIN; SET LOCAL synchronous_commit = off").await?
+            }
         }
         let rows = self.client.query(statement, params).await?;
-        if in_tx {
+        if mode != Mode::Select {
             let patients: BTreeSet<uuid::Uuid> = rows.iter().map(|row| row.get(patient_column)).collect();
             let patients: Vec<uuid::Uuid> = patients.into_iter().collect();
             let member = self.member.uuid();
@@ -378,7 +397,7 @@ impl Raw<'_> {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
         samples: &mut Samples,
-        in_tx: bool,
+        mode: Mode,
     ) -> anyhow::Result<u64> {
         let (mut after_at, mut after_id) = (from, uuid::Uuid::nil());
         let mut listed = 0;
@@ -387,7 +406,7 @@ impl Raw<'_> {
             let params: [&(dyn ToSql + Sync); 6] =
                 [&self.workspace, &after_at, &after_id, &to, &status, &PAGE];
             let rows =
-                self.page(statement, &params, "GET /v1/appointments", "patient_id", in_tx, samples).await?;
+                self.page(statement, &params, "GET /v1/appointments", "patient_id", mode, samples).await?;
             listed += rows.len() as u64;
             match rows.last() {
                 Some(last) if rows.len() as i64 == PAGE => {
@@ -404,7 +423,7 @@ impl Raw<'_> {
         statement: &tokio_postgres::Statement,
         prefix: &str,
         samples: &mut Samples,
-        in_tx: bool,
+        mode: Mode,
     ) -> anyhow::Result<u64> {
         let search = Search::new(prefix, None).map_err(|e| anyhow::anyhow!("{e}"))?;
         let (mut after_key, mut after_id) = (search.prefix().to_owned(), uuid::Uuid::nil());
@@ -413,7 +432,7 @@ impl Raw<'_> {
         for _ in 0..PAGES {
             let params: [&(dyn ToSql + Sync); 7] =
                 [&self.workspace, &search.prefix(), &search.end(), &after_key, &after_id, &dob, &PAGE];
-            let rows = self.page(statement, &params, "GET /v1/patients", "id", in_tx, samples).await?;
+            let rows = self.page(statement, &params, "GET /v1/patients", "id", mode, samples).await?;
             listed += rows.len() as u64;
             match rows.last() {
                 Some(last) if rows.len() as i64 == PAGE => {
