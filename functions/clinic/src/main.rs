@@ -1,5 +1,6 @@
 //! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
-//! subcommands are operator tools and drills (migrate, token, outbox, reminders, bench, chaos).
+//! subcommands are operator tools and drills (migrate, workspaces, token, outbox, deliveries,
+//! reminders, bench, chaos).
 
 mod commands;
 mod dev_dispatcher;
@@ -23,13 +24,15 @@ enum Command {
     Migrate,
     /// Print a bearer token for the local API (and nothing else).
     Token(commands::token::TokenArgs),
+    /// Onboarding: create a workspace (prints its id), list workspaces.
+    Workspaces(commands::workspaces::WorkspacesArgs),
     /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
     Outbox(commands::outbox::OutboxArgs),
     /// Notification deliveries: list, retry, discard, send (docs/delivery.md).
     Deliveries(commands::deliveries::DeliveriesArgs),
     /// Scheduled jobs run by hand: `reminders run`.
     Reminders(commands::reminders::RemindersArgs),
-    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, all (`--smoke` for a quick check).
+    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, lists, all (`--smoke` for a quick check).
     Bench(commands::bench::BenchArgs),
     /// Fault-injection run: writers under dispatcher kills and a PostgreSQL restart, then every check.
     Chaos(commands::chaos::ChaosArgs),
@@ -45,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Dev(args) => commands::dev::run(args).await,
         Command::Migrate => commands::migrate::run().await,
         Command::Token(args) => commands::token::run(args),
+        Command::Workspaces(args) => commands::workspaces::run(args).await,
         Command::Outbox(args) => commands::outbox::run(args).await,
         Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,

@@ -136,6 +136,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "privacy_privileges_and_operator_index",
         sql: include_str!("../../../migrations/V6__privacy_privileges_and_operator_index.sql"),
     },
+    Migration {
+        version: 7,
+        name: "staff_lists",
+        sql: include_str!("../../../migrations/V7__staff_lists.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -18,6 +18,9 @@ pub enum DomainError {
     VersionMismatch { expected: i32, actual: i32 },
     #[error("the practitioner already has a booked appointment overlapping this time")]
     DoubleBooked,
+    /// The practitioner was deactivated and takes no new bookings.
+    #[error("the practitioner is inactive and cannot be booked")]
+    PractitionerInactive,
     /// The resource's status does not allow the action (cancelling a completed appointment).
     #[error("cannot {action} an appointment that is {status}")]
     InvalidTransition { action: &'static str, status: &'static str },

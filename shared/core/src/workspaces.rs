@@ -1,13 +1,77 @@
 //! Workspaces (tenants) and their members. Members are created by seeding and operator tooling; the
 //! API trusts verified token claims and does not look members up per request.
+//!
+//! Invariants: a workspace's time zone is a name of the IANA tz database (checked against `chrono-tz`
+//! before it is stored, kept in its canonical spelling); onboarding ([`create`]) writes only the
+//! `workspaces` row — the identity provider issues the members' tokens (docs/onboarding.md).
 
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
+use serde::Serialize;
 
 use crate::db::sql;
+use crate::domain::input::FieldError;
+use crate::domain::values::Name;
 use crate::ids::{MemberId, WorkspaceId};
 
 const INSERT_WORKSPACE: &str =
     "INSERT INTO workspaces (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING";
+const CREATE: &str = "INSERT INTO workspaces (id, name, time_zone) VALUES ($1, $2, $3) RETURNING created_at";
+
+const LIST: &str = "SELECT id, name, time_zone, created_at FROM workspaces ORDER BY created_at, id";
+
+/// An IANA time zone name such as `Europe/Lisbon`, in its canonical spelling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeZone(String);
+
+impl TimeZone {
+    pub fn parse(field: &str, raw: &str) -> Result<Self, FieldError> {
+        chrono_tz::Tz::from_str(raw.trim()).map(|zone| Self(zone.name().to_owned())).map_err(|_| {
+            FieldError::new(field, "must be an IANA time zone name such as Europe/Lisbon or UTC")
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A workspace as onboarding shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceSummary {
+    pub id: WorkspaceId,
+    pub name: String,
+    pub time_zone: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// Creates a workspace (onboarding a clinic) and answers it.
+pub async fn create(
+    client: &impl GenericClient,
+    name: Name,
+    time_zone: TimeZone,
+) -> Result<WorkspaceSummary, tokio_postgres::Error> {
+    let id = WorkspaceId::generate();
+    let row = sql::query_one(client, CREATE, &[&id, &name.as_str(), &time_zone.as_str()]).await?;
+    Ok(WorkspaceSummary { id, name: name.into_string(), time_zone: time_zone.0, created_at: row.get(0) })
+}
+
+/// Every workspace, oldest first. Bound: one row per onboarded clinic.
+pub async fn list(client: &impl GenericClient) -> Result<Vec<WorkspaceSummary>, tokio_postgres::Error> {
+    Ok(sql::query(client, LIST, &[])
+        .await?
+        .iter()
+        .map(|row| WorkspaceSummary {
+            id: row.get("id"),
+            name: row.get("name"),
+            time_zone: row.get("time_zone"),
+            created_at: row.get("created_at"),
+        })
+        .collect())
+}
 
 pub async fn insert_workspace(
     client: &impl GenericClient,
@@ -52,4 +116,22 @@ pub async fn time_zone(
 ) -> Result<Option<String>, tokio_postgres::Error> {
     let row = sql::query_opt(client, TIME_ZONE, &[&workspace_id]).await?;
     Ok(row.map(|row| row.get(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TimeZone;
+
+    #[test]
+    fn time_zones_are_iana_names_in_canonical_spelling() {
+        assert_eq!(TimeZone::parse("tz", "Europe/Lisbon").unwrap().as_str(), "Europe/Lisbon");
+        assert_eq!(TimeZone::parse("tz", " UTC ").unwrap().as_str(), "UTC");
+        assert_eq!(
+            TimeZone::parse("tz", "America/Argentina/Buenos_Aires").unwrap().as_str(),
+            "America/Argentina/Buenos_Aires"
+        );
+        for bad in ["", "Mars/Olympus_Mons", "europe/lisbon ", "+01:00", "Europe/Lisbon; DROP TABLE"] {
+            assert_eq!(TimeZone::parse("timeZone", bad).unwrap_err().field, "timeZone", "{bad:?}");
+        }
+    }
 }

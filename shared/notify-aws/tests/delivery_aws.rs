@@ -235,7 +235,7 @@ async fn a_booking_sends_exactly_one_email_in_the_workspace_zone_and_leaks_nothi
     let disclosed = scene
         .app
         .count(&format!(
-            "SELECT 1 FROM patient_disclosures WHERE purpose = 'patient_booking_confirmation' AND event_id = '{}'",
+            "SELECT 1 FROM patient_disclosures WHERE purpose = 'render:patient_booking_confirmation' AND event_id = '{}'",
             uuid::Uuid::from(scene.event.id.ulid())
         ))
         .await;

@@ -397,7 +397,7 @@ mod tests {
             with_database("postgres://u@h:1?sslmode=disable", "b3"),
             "postgres://u@h:1/b3?sslmode=disable"
         );
-        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname='b4'");
+        assert_eq!(with_database("host=h user=u", "b4"), "host=h user=u dbname=b4");
     }
 
     #[test]

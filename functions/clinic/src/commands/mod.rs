@@ -8,3 +8,4 @@ pub mod migrate;
 pub mod outbox;
 pub mod reminders;
 pub mod token;
+pub mod workspaces;

@@ -4,3 +4,4 @@
 mod deliveries;
 mod dev_cluster;
 mod outbox;
+mod workspaces;

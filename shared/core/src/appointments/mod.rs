@@ -13,8 +13,11 @@
 //!   deleted patient survives.
 //! - A patient's access ([`Access::OwnAppointmentsOf`]) is part of the repository's query, so another
 //!   patient's appointment is not found and never locked.
+//! - An inactive practitioner cannot be booked (`PractitionerInactive`, 409); the practitioner row is
+//!   share-locked while the booking commits, so a concurrent deactivation cannot slip in between.
 
 pub mod repo;
+pub mod schedule;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -203,8 +206,12 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
     if !crate::patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id).await? {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
-    if crate::practitioners::repo::find(tx, ctx.workspace_id, command.practitioner_id).await?.is_none() {
-        return Err(FieldError::new("practitionerId", "no such practitioner").into());
+    let practitioner =
+        crate::practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id).await?;
+    match practitioner {
+        None => return Err(FieldError::new("practitionerId", "no such practitioner").into()),
+        Some(practitioner) if !practitioner.active => return Err(DomainError::PractitionerInactive),
+        Some(_) => {}
     }
     let now = crate::domain::values::now();
     let appointment = Appointment {

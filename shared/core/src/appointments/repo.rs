@@ -18,7 +18,7 @@ macro_rules! select {
     };
 }
 
-fn from_row(row: &Row) -> Appointment {
+pub(super) fn from_row(row: &Row) -> Appointment {
     let status: &str = row.get("status");
     Appointment {
         id: row.get("id"),

@@ -105,6 +105,9 @@ pub enum Prepared {
     NotRenderable(&'static str),
 }
 
+/// The disclosure purpose of a render is this prefix and the listener's name (`render:patient_reminder`).
+pub const RENDER_PURPOSE_PREFIX: &str = "render:";
+
 const PATIENT_OPT_OUT: &str =
     "SELECT notifications_opt_out FROM patients WHERE workspace_id = $1 AND id = $2";
 const PRACTITIONER_CONTACT: &str =
@@ -164,7 +167,9 @@ pub async fn prepare(
             let Some(patient) = patients::repo::find(client, ws, id).await? else {
                 return Ok(Prepared::NoContact("recipient_missing"));
             };
-            let purpose = Purpose { name: &delivery.listener, event_id: Some(delivery.event_id) };
+            // `render:<listener>`: the send-time render, apart from the listener's own reload.
+            let name = format!("{RENDER_PURPOSE_PREFIX}{}", delivery.listener);
+            let purpose = Purpose { name: &name, event_id: Some(delivery.event_id) };
             disclosures::record(client, ws, &Actor::System, &[id], purpose).await?;
             let opted_out = sql::query_opt(client, PATIENT_OPT_OUT, &[&ws, &id]).await?;
             if opted_out.is_some_and(|row| row.get::<_, bool>(0)) {

@@ -79,6 +79,15 @@ impl Fields {
         }
     }
 
+    /// A field that may be absent or null; when present it must be `true` or `false`.
+    pub fn optional_bool(&mut self, field: &str) -> Result<Option<bool>, FieldError> {
+        match self.object.remove(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(value)) => Ok(Some(value)),
+            Some(_) => Err(FieldError::new(field, "must be true or false")),
+        }
+    }
+
     /// Rejects any field nobody asked for.
     pub fn finish(self) -> Result<(), FieldError> {
         match self.object.keys().next() {

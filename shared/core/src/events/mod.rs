@@ -64,6 +64,7 @@ event_types! {
     PatientUpdated => "patient.updated", Patient;
     PatientDeleted => "patient.deleted", Patient;
     PractitionerCreated => "practitioner.created", Practitioner;
+    PractitionerUpdated => "practitioner.updated", Practitioner;
     AppointmentCreated => "appointment.created", Appointment;
     AppointmentRescheduled => "appointment.rescheduled", Appointment;
     AppointmentCancelled => "appointment.cancelled", Appointment;
@@ -218,7 +219,7 @@ mod tests {
             assert_eq!(EventType::parse(event_type.as_str()), Some(*event_type));
             assert!(event_type.as_str().starts_with(event_type.resource_type().as_str()));
         }
-        assert_eq!(EventType::ALL.len(), 9);
+        assert_eq!(EventType::ALL.len(), 10);
         assert_eq!(EventType::parse("appointment.exploded"), None);
     }
 

@@ -37,15 +37,19 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/readyz"),
     ("get", "/openapi.json"),
     ("post", "/v1/patients"),
+    ("get", "/v1/patients"),
     ("get", "/v1/patients/{id}"),
     ("patch", "/v1/patients/{id}"),
     ("delete", "/v1/patients/{id}"),
     ("get", "/v1/patients/{id}/timeline"),
     ("get", "/v1/patients/{id}/disclosures"),
     ("post", "/v1/practitioners"),
+    ("get", "/v1/practitioners"),
     ("get", "/v1/practitioners/{id}"),
+    ("patch", "/v1/practitioners/{id}"),
     ("get", "/v1/practitioners/{id}/timeline"),
     ("post", "/v1/appointments"),
+    ("get", "/v1/appointments"),
     ("get", "/v1/appointments/{id}"),
     ("post", "/v1/appointments/{id}/reschedule"),
     ("post", "/v1/appointments/{id}/cancel"),
@@ -67,20 +71,20 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
     use routes::{
-        appointments, deliveries, health, notifications, outbox, patients, practitioners, timelines,
+        appointments, deliveries, health, lists, notifications, outbox, patients, practitioners, timelines,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))
-        .route("/v1/patients", post(patients::create))
+        .route("/v1/patients", post(patients::create).get(lists::search_patients))
         .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
         .route("/v1/patients/{id}/timeline", get(timelines::patient))
         .route("/v1/patients/{id}/disclosures", get(routes::disclosures::list))
-        .route("/v1/practitioners", post(practitioners::create))
-        .route("/v1/practitioners/{id}", get(practitioners::get_one))
+        .route("/v1/practitioners", post(practitioners::create).get(lists::practitioners))
+        .route("/v1/practitioners/{id}", get(practitioners::get_one).patch(practitioners::update))
         .route("/v1/practitioners/{id}/timeline", get(timelines::practitioner))
-        .route("/v1/appointments", post(appointments::create))
+        .route("/v1/appointments", post(appointments::create).get(lists::schedule))
         .route("/v1/appointments/{id}", get(appointments::get_one))
         .route("/v1/appointments/{id}/reschedule", post(appointments::reschedule))
         .route("/v1/appointments/{id}/cancel", post(appointments::cancel))

@@ -172,6 +172,15 @@ fn domain_problem(error: &DomainError) -> Problem {
         DomainError::DoubleBooked => {
             problem(StatusCode::CONFLICT, "double-booked", "Double booking", error.to_string())
         }
+        DomainError::PractitionerInactive => Problem {
+            field: Some("practitionerId".into()),
+            ..problem(
+                StatusCode::CONFLICT,
+                "practitioner-inactive",
+                "Practitioner inactive",
+                error.to_string(),
+            )
+        },
         DomainError::InvalidTransition { .. } => {
             problem(StatusCode::CONFLICT, "invalid-transition", "Invalid status change", error.to_string())
         }

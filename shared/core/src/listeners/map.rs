@@ -68,6 +68,9 @@ pub fn listeners(event: EventType) -> &'static [Listener] {
         EventType::PatientCreated => &[],
         EventType::PatientUpdated => &[],
         EventType::PractitionerCreated => &[],
+        // A changed name, specialty or active flag notifies nobody: patients learn of schedule
+        // changes through their appointments' own events.
+        EventType::PractitionerUpdated => &[],
         EventType::AppointmentCompleted => &[],
     }
 }

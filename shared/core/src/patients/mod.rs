@@ -13,6 +13,7 @@
 //! re-creating the erased person.
 
 pub mod repo;
+pub mod search;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;

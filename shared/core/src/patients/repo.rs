@@ -16,7 +16,7 @@ macro_rules! columns {
     };
 }
 
-fn from_row(row: &Row) -> Patient {
+pub(super) fn from_row(row: &Row) -> Patient {
     Patient {
         id: row.get("id"),
         workspace_id: row.get("workspace_id"),

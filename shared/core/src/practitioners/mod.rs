@@ -1,4 +1,8 @@
-//! Practitioners: created once, read by id. Use cases take the caller's transaction and never commit.
+//! Practitioners: created, changed (display name, specialty, active flag), read by id and listed.
+//!
+//! Invariants: use cases take the caller's transaction and never commit; every change bumps `version`
+//! by exactly one and appends one `practitioner.updated` event. An inactive practitioner keeps its
+//! history and its appointments but cannot be booked (`appointments::book` checks under a share lock).
 
 pub mod repo;
 
@@ -10,10 +14,11 @@ use crate::context::Ctx;
 use crate::db::Tx;
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Name, Specialty};
-use crate::error::DomainResult;
+use crate::error::{DomainError, DomainResult};
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PractitionerId, WorkspaceId};
+use crate::patients::check_version;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -22,6 +27,8 @@ pub struct Practitioner {
     pub workspace_id: WorkspaceId,
     pub display_name: String,
     pub specialty: Option<String>,
+    /// False once deactivated: no new bookings.
+    pub active: bool,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -53,6 +60,54 @@ impl TryFrom<Value> for NewPractitioner {
     }
 }
 
+/// `PATCH /v1/practitioners/{id}`, parsed: any subset of `displayName`, `specialty` (null clears it)
+/// and `active`, plus an optional `expectedVersion`.
+#[derive(Debug, Clone, Default)]
+pub struct PractitionerChanges {
+    display_name: Option<Name>,
+    specialty: Option<Option<Specialty>>,
+    active: Option<bool>,
+    expected_version: Option<i32>,
+}
+
+impl TryFrom<Value> for PractitionerChanges {
+    type Error = FieldError;
+
+    fn try_from(body: Value) -> Result<Self, FieldError> {
+        let mut fields = Fields::new(body)?;
+        let display_name = match fields.patch_str("displayName")? {
+            None => None,
+            Some(None) => return Err(FieldError::new("displayName", "cannot be cleared")),
+            Some(Some(raw)) => Some(Name::parse("displayName", raw)?),
+        };
+        let specialty = fields
+            .patch_str("specialty")?
+            .map(|value| value.map(|raw| Specialty::parse("specialty", raw)).transpose())
+            .transpose()?;
+        let active = fields.optional_bool("active")?;
+        let expected_version = fields.optional_version("expectedVersion")?;
+        fields.finish()?;
+        if display_name.is_none() && specialty.is_none() && active.is_none() {
+            return Err(FieldError::new("body", "must change at least one field"));
+        }
+        Ok(Self { display_name, specialty, active, expected_version })
+    }
+}
+
+impl PractitionerChanges {
+    fn apply_to(self, practitioner: &mut Practitioner) {
+        if let Some(name) = self.display_name {
+            practitioner.display_name = name.into_string();
+        }
+        if let Some(specialty) = self.specialty {
+            practitioner.specialty = specialty.map(Specialty::into_string);
+        }
+        if let Some(active) = self.active {
+            practitioner.active = active;
+        }
+    }
+}
+
 pub async fn create(
     tx: &Tx<'_>,
     ctx: &Ctx,
@@ -64,6 +119,7 @@ pub async fn create(
         workspace_id: ctx.workspace_id,
         display_name: command.display_name.into_string(),
         specialty: command.specialty.map(Specialty::into_string),
+        active: true,
         version: 1,
         created_at: now,
         updated_at: now,
@@ -75,6 +131,30 @@ pub async fn create(
         resource_id: practitioner.id.ulid(),
         resource_version: 1,
         occurred_at: now,
+        also_links: Vec::new(),
+    };
+    let envelope = append(tx, &ctx.cause, event).await?;
+    Ok((practitioner, envelope))
+}
+
+pub async fn update(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: PractitionerId,
+    changes: PractitionerChanges,
+) -> DomainResult<(Practitioner, Envelope)> {
+    let mut practitioner = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    check_version(changes.expected_version, practitioner.version)?;
+    changes.apply_to(&mut practitioner);
+    practitioner.version += 1;
+    practitioner.updated_at = crate::domain::values::now();
+    repo::update(tx, &practitioner).await?;
+    let event = NewEvent {
+        event_type: EventType::PractitionerUpdated,
+        workspace_id: ctx.workspace_id,
+        resource_id: practitioner.id.ulid(),
+        resource_version: practitioner.version,
+        occurred_at: practitioner.updated_at,
         also_links: Vec::new(),
     };
     let envelope = append(tx, &ctx.cause, event).await?;

@@ -46,7 +46,7 @@ async fn clinic_app_holds_only_what_the_code_uses() {
             "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, recipient_kind, \
              recipient_id, template, channel, status) \
              VALUES (gen_random_uuid(), $1, $2, 'patient_booking_confirmation', 'k', 'patient', gen_random_uuid(), \
-                     't', 'email', 'recorded')",
+                     't', 'email', 'pending')",
             &[&app.workspace.id, &event],
         )
         .await

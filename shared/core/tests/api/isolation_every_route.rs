@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 /// The request body each route is probed with: one that would succeed in B's own workspace.
 fn body_for(method: &str, template: &str) -> Option<Value> {
     let body = match (method, template.rsplit('/').next().unwrap_or("")) {
+        ("patch", _) if template.starts_with("/v1/practitioners/") => {
+            json!({"displayName": "Isolation", "expectedVersion": 1})
+        }
         ("patch", _) => json!({"givenName": "Isolation", "expectedVersion": 1}),
         ("post", "reschedule") => {
             json!({"startsAt": "2035-05-02T09:00:00Z", "endsAt": "2035-05-02T09:30:00Z"})
@@ -190,10 +193,19 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
             })),
             _ => body_for(method, template),
         };
-        let response = app.call(&upper, template, Some(&a.admin), body).await;
+        // List routes are probed with filters that list B's rows when B asks.
+        let query = match (*method, *template) {
+            ("get", "/v1/appointments") => "?from=2035-05-01T00:00:00Z&to=2035-05-02T00:00:00Z",
+            ("get", "/v1/patients") => "?q=Onlyinb",
+            _ => "",
+        };
+        let response = app.call(&upper, &format!("{template}{query}"), Some(&a.admin), body).await;
         assert!(response.status.as_u16() < 500, "{upper} {template}: {}", response.text);
-        if *template == "/v1/appointments" {
+        if *method == "post" && *template == "/v1/appointments" {
             assert_eq!(response.status, 422, "{}", response.text);
+        }
+        if !query.is_empty() {
+            assert_eq!(response.status, 200, "{upper} {template}{query}: {}", response.text);
         }
         for leaked in b_ids.all().into_iter().chain([b_workspace.as_str(), "Bathsheba", "Onlyinb"]) {
             assert!(!response.text.contains(leaked), "{upper} {template} leaks {leaked}");
@@ -213,6 +225,12 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
         format!("/v1/appointments/{}/timeline", b_ids.appointment),
     ] {
         assert_eq!(app.call("GET", &path, Some(&b.admin), None).await.status, 200, "{path}");
+    }
+    for path in
+        ["/v1/appointments?from=2035-05-01T00:00:00Z&to=2035-05-02T00:00:00Z", "/v1/patients?q=Onlyinb"]
+    {
+        let listed = app.call("GET", path, Some(&b.admin), None).await;
+        assert!(listed.text.contains(&b_ids.patient), "{path}: {}", listed.text);
     }
     let listed = app.call("GET", "/v1/system/outbox?status=dead", Some(&b.admin), None).await;
     assert!(listed.text.contains(&b_ids.dead_event), "{}", listed.text);

@@ -13,7 +13,7 @@ async fn insert(app: &TestApp, id: ulid::Ulid, created_at: &str) {
         "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, recipient_kind, \
          recipient_id, template, channel, status, created_at) \
          VALUES ($1, $2, gen_random_uuid(), 'patient_booking_confirmation', $4, 'patient', \
-         gen_random_uuid(), 'booking_confirmation', 'email', 'recorded', $3::text::timestamptz)",
+         gen_random_uuid(), 'booking_confirmation', 'email', 'pending', $3::text::timestamptz)",
         &[&id, &workspace, &created_at, &id.to_string()],
     )
     .await

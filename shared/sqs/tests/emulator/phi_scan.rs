@@ -172,7 +172,18 @@ async fn plant_through_the_api(app: &TestApp) {
         )
         .await;
     assert_eq!(cancelled.status, 200, "{}", cancelled.text);
-    // Deleting the patient cancels the remaining future appointments through a listener (chained events).
+    // The resource tables do hold the data before the deletion (the scan looks in the right places).
+    let held: Option<String> = app
+        .db
+        .client()
+        .await
+        .query_one("SELECT string_agg(t::text, '|') FROM appointments t", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(held.unwrap_or_default().contains(REASON));
+    // Deleting the patient cancels the remaining future appointments through a listener (chained events)
+    // and erases its personal fields and its appointments' reasons (DESIGN.md §6a).
     let deleted = app.call("DELETE", &format!("/v1/patients/{patient_id}"), Some(&token), None).await;
     assert_eq!(deleted.status, 204, "{}", deleted.text);
 }
@@ -257,10 +268,10 @@ async fn scan(fifo: bool) {
     let logged = logs.text();
     assert!(logged.contains("outbox transition"), "the dispatcher's facts were captured");
     dumps.push(("captured logs".into(), logged));
-    // The resource tables themselves do hold the data (the scan is looking in the right places).
-    let patients: Option<String> =
+    // The deletion erased the reasons from the resource tables too.
+    let appointments: Option<String> =
         conn.query_one("SELECT string_agg(t::text, '|') FROM appointments t", &[]).await.unwrap().get(0);
-    assert!(patients.unwrap_or_default().contains(REASON));
+    assert!(!appointments.unwrap_or_default().contains(REASON));
     for value in PLANTED {
         for (place, dump) in &dumps {
             assert!(!dump.contains(value), "{value:?} leaked into {place}");

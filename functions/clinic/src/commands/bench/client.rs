@@ -41,6 +41,21 @@ impl Connection {
             .header(AUTHORIZATION, self.authorization.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(Full::new(Bytes::from(body)))?;
+        self.send(request).await
+    }
+
+    /// GETs `path` (with its query); answers the status and the whole response body.
+    pub async fn get(&mut self, path: &str) -> anyhow::Result<(StatusCode, Bytes)> {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header(HOST, self.host.clone())
+            .header(AUTHORIZATION, self.authorization.clone())
+            .body(Full::new(Bytes::new()))?;
+        self.send(request).await
+    }
+
+    async fn send(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, Bytes)> {
         self.sender.ready().await.context("connection closed")?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();

@@ -1,4 +1,4 @@
-//! `clinic bench write|dispatch|latency|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
+//! `clinic bench write|dispatch|latency|lists|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
 //! in one run, on one database, and prints a markdown table (machine description first).
 //!
 //! Invariants:
@@ -23,6 +23,7 @@ mod db;
 mod disclosure;
 mod dispatch;
 mod latency;
+mod lists;
 mod operator;
 mod report;
 mod serve;
@@ -51,6 +52,8 @@ enum Target {
     Operator(Options),
     /// The cost of the disclosure log on the read and write paths.
     Disclosure(Options),
+    /// Lists: the schedule view and patient search, page by page, beside the same statements in raw SQL.
+    Lists(Options),
     /// Everything above, one table.
     All(Options),
     /// The API server child of the write and latency runs (internal).
@@ -116,9 +119,17 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Latency(o) => (o, &[Section::Latency]),
         Target::Operator(o) => (o, &[Section::Operator]),
         Target::Disclosure(o) => (o, &[Section::Disclosure]),
+        Target::Lists(o) => (o, &[Section::Lists]),
         Target::All(o) => (
             o,
-            &[Section::Write, Section::Dispatch, Section::Latency, Section::Operator, Section::Disclosure],
+            &[
+                Section::Write,
+                Section::Dispatch,
+                Section::Latency,
+                Section::Operator,
+                Section::Disclosure,
+                Section::Lists,
+            ],
         ),
     };
     init_logging();
@@ -140,6 +151,7 @@ enum Section {
     Latency,
     Operator,
     Disclosure,
+    Lists,
 }
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
@@ -153,6 +165,7 @@ async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) 
             Section::Latency => latency::run(&bench_db, options, &mut report).await?,
             Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await?,
             Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await?,
+            Section::Lists => lists::run(&bench_db, options, &mut report).await?,
         }
         // Dropping `bench_db` drops the database (also when the section failed).
     }

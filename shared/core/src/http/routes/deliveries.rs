@@ -13,16 +13,15 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use super::path_id;
-use super::timelines::PageRequest;
 use crate::delivery::{admin, DeliveryStatus};
 use crate::domain::input::FieldError;
 use crate::http::auth::Caller;
+use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
 use crate::http::request::JsonBody;
-use crate::http::{cursor, AppState};
+use crate::http::AppState;
 use crate::ids::{MemberId, NotificationId};
 use crate::operator::{ActionKind, ActionRequest, Operator};
 
@@ -41,13 +40,10 @@ pub async fn list(
         })
         .transpose()?;
     let scope = format!("deliveries:{}:{}", caller.workspace_id, status.map_or("", DeliveryStatus::as_str));
-    let before = page.after(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
+    let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
     let conn = state.pool.get().await?;
     let items = admin::list(&conn, Some(caller.workspace_id), status, before, page.limit).await?;
-    let next_cursor = (items.len() as i64 == page.limit)
-        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.id.ulid())))
-        .flatten();
-    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+    Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }
 
 async fn act(

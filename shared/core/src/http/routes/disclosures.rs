@@ -1,5 +1,5 @@
 //! `GET /v1/patients/{id}/disclosures`: the accounting of disclosures of one patient (admin only),
-//! newest first, with a signed keyset cursor. Ids and codes only.
+//! newest first, with the sealed keyset cursor of `http::cursor`. Ids and codes only.
 //!
 //! A patient that never existed in the caller's workspace answers 404; a deleted (erased) patient
 //! keeps its accounting and stays listable.
@@ -7,17 +7,15 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde_json::json;
+use axum::response::Response;
 
 use super::path_id;
-use super::timelines::PageRequest;
 use crate::db::sql;
 use crate::error::DomainError;
 use crate::http::auth::Caller;
+use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
-use crate::http::{cursor, AppState};
+use crate::http::AppState;
 use crate::ids::{DisclosureId, PatientId};
 
 /// Any patient row of the workspace, deleted or not.
@@ -33,14 +31,11 @@ pub async fn list(
     let patient_id: PatientId = path_id(&id)?;
     let page = PageRequest::parse(&query)?;
     let scope = format!("disclosures:{}:{}", caller.workspace_id, patient_id);
-    let after = page.after(&state.api.cursor_key, &scope)?.map(DisclosureId::from_ulid);
+    let after = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(DisclosureId::from_ulid);
     let conn = state.pool.get().await?;
     if sql::query_opt(&conn, PATIENT_EVER_EXISTED, &[&caller.workspace_id, &patient_id]).await?.is_none() {
         return Err(DomainError::NotFound.into());
     }
     let items = crate::disclosures::list(&conn, caller.workspace_id, patient_id, after, page.limit).await?;
-    let next_cursor = (items.len() as i64 == page.limit)
-        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.id.ulid())))
-        .flatten();
-    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+    Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }

@@ -5,6 +5,7 @@ pub mod appointments;
 pub mod deliveries;
 pub mod disclosures;
 pub mod health;
+pub mod lists;
 pub mod notifications;
 pub mod outbox;
 pub mod patients;

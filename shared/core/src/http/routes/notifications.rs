@@ -3,14 +3,12 @@
 use std::collections::HashMap;
 
 use axum::extract::{Query, State};
-use axum::response::{IntoResponse, Response};
-use axum::Json;
-use serde_json::json;
+use axum::response::Response;
 
-use super::timelines::PageRequest;
 use crate::http::auth::Caller;
+use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
-use crate::http::{cursor, AppState};
+use crate::http::AppState;
 use crate::ids::NotificationId;
 
 pub async fn list(
@@ -21,11 +19,8 @@ pub async fn list(
     caller.require_staff()?;
     let page = PageRequest::parse(&query)?;
     let scope = format!("notifications:{}", caller.workspace_id);
-    let before = page.after(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
+    let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
     let conn = state.pool.get().await?;
     let items = crate::delivery::list(&conn, caller.workspace_id, before, page.limit).await?;
-    let next_cursor = (items.len() as i64 == page.limit)
-        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.id.ulid())))
-        .flatten();
-    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+    Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }

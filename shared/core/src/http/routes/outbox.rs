@@ -15,16 +15,15 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
 
 use super::path_id;
-use super::timelines::PageRequest;
 use crate::domain::input::FieldError;
 use crate::events::EventType;
 use crate::http::auth::Caller;
+use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
 use crate::http::request::JsonBody;
-use crate::http::{cursor, AppState};
+use crate::http::AppState;
 use crate::ids::{EventId, MemberId};
 use crate::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
 use crate::outbox::OutboxStatus;
@@ -62,15 +61,12 @@ pub async fn list(
         event_type.map_or("", EventType::as_str),
         older_than.map_or(0, |age| age.as_secs()),
     );
-    let before = page.after(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
+    let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
     let filter =
         OutboxFilter { workspace: Some(caller.workspace_id), status, event_type, older_than, before };
     let conn = state.pool.get().await?;
     let items = operator::list(&conn, &filter, page.limit).await?;
-    let next_cursor = (items.len() as i64 == page.limit)
-        .then(|| items.last().map(|last| cursor::encode(&state.api.cursor_key, &scope, last.event_id.ulid())))
-        .flatten();
-    Ok(Json(json!({ "items": items, "nextCursor": next_cursor })).into_response())
+    Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.event_id.ulid()))
 }
 
 async fn act(

@@ -1,4 +1,4 @@
-//! `/v1/practitioners`: create and read.
+//! `/v1/practitioners`: create, read and change (the list is in `lists.rs`).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -14,7 +14,7 @@ use crate::http::problem::ApiError;
 use crate::http::unit_of_work::{Answer, Mutation};
 use crate::http::AppState;
 use crate::ids::PractitionerId;
-use crate::practitioners::{self, NewPractitioner, Practitioner};
+use crate::practitioners::{self, NewPractitioner, Practitioner, PractitionerChanges};
 
 impl Answer for Practitioner {
     const RESOURCE: ResourceType = ResourceType::Practitioner;
@@ -51,4 +51,14 @@ pub async fn get_one(
     let practitioner =
         practitioners::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     Ok(Json(practitioner).into_response())
+}
+
+/// `PATCH /v1/practitioners/{id}`: display name, specialty, active flag; optional `expectedVersion`.
+pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id: PractitionerId = path_id(&id)?;
+    let changes = PractitionerChanges::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| Ok(practitioners::update(tx, ctx, id, changes).await?.0))
+        .await
 }

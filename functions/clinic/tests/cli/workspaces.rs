@@ -1,0 +1,90 @@
+//! `clinic workspaces create|list` against a fresh database: onboarding a clinic without SQL, then
+//! using it through the API with a token carrying the documented claims (docs/onboarding.md).
+
+use clinic_core::http::auth::Role;
+use clinic_core::ids::WorkspaceId;
+use clinic_testkit::app::{token, TestApp};
+use serde_json::{json, Value};
+
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+async fn clinic(app: &TestApp, args: &[&str]) -> Output {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
+        .args(args)
+        .env("DATABASE_URL", &app.db.url)
+        .env("RUST_LOG", "warn")
+        .output()
+        .await
+        .expect("run clinic");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+async fn workspaces(app: &TestApp) -> i64 {
+    app.count("SELECT 1 FROM workspaces").await
+}
+
+#[tokio::test]
+async fn create_prints_only_the_id_and_the_workspace_is_usable_through_the_api() {
+    let app = TestApp::new().await;
+    let created =
+        clinic(&app, &["workspaces", "create", "--name", "Clínica do Porto", "--time-zone", "Europe/Lisbon"])
+            .await;
+    assert_eq!(created.code, 0, "stderr: {}", created.stderr);
+    let id: WorkspaceId = created.stdout.trim_end_matches('\n').parse().unwrap_or_else(|_| {
+        panic!("stdout is exactly one workspace id: {:?}", created.stdout);
+    });
+    assert_eq!(created.stdout.lines().count(), 1);
+    let plain = clinic(&app, &["workspaces", "create", "--name", "Second Clinic"]).await;
+    assert_eq!(plain.code, 0, "stderr: {}", plain.stderr);
+
+    let listed = clinic(&app, &["workspaces", "list"]).await;
+    assert_eq!(listed.code, 0, "stderr: {}", listed.stderr);
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    let items = listed["items"].as_array().unwrap();
+    let ours = items.iter().find(|w| w["id"] == id.to_string()).expect("listed");
+    assert_eq!(ours["name"], "Clínica do Porto");
+    assert_eq!(ours["timeZone"], "Europe/Lisbon");
+    let second = items.iter().find(|w| w["id"] == plain.stdout.trim()).expect("listed");
+    assert_eq!(second["timeZone"], "UTC", "the default time zone");
+    assert_eq!(items.len() as i64, workspaces(&app).await);
+
+    // The identity provider's claims for the new workspace: sub = the member, workspace_id = the
+    // printed id, role = admin or staff. Such a token works at once; no member row is needed.
+    let admin = token(id, ulid::Ulid::generate(), Role::Admin);
+    let practitioner = app
+        .call("POST", "/v1/practitioners", Some(&admin), Some(json!({"displayName": "Dr. Onboarded"})))
+        .await;
+    assert_eq!(practitioner.status, 201, "{}", practitioner.text);
+    assert_eq!(practitioner.body["workspaceId"], id.to_string());
+    let conn = app.db.pool.get().await.unwrap();
+    let zone: String = clinic_core::workspaces::time_zone(&conn, id).await.unwrap().unwrap();
+    assert_eq!(zone, "Europe/Lisbon");
+}
+
+#[tokio::test]
+async fn bad_names_and_time_zones_are_refused_before_anything_is_written() {
+    let app = TestApp::new().await;
+    let before = workspaces(&app).await;
+    for (args, named) in [
+        (vec!["workspaces", "create", "--name", "Clinic", "--time-zone", "Mars/Olympus_Mons"], "--time-zone"),
+        (vec!["workspaces", "create", "--name", "Clinic", "--time-zone", "+01:00"], "--time-zone"),
+        (vec!["workspaces", "create", "--name", "   "], "--name"),
+    ] {
+        let refused = clinic(&app, &args).await;
+        assert_ne!(refused.code, 0, "{args:?}");
+        assert!(refused.stdout.is_empty(), "{args:?} printed {:?}", refused.stdout);
+        assert!(refused.stderr.contains(named), "{args:?}: {}", refused.stderr);
+    }
+    let missing = clinic(&app, &["workspaces", "create"]).await;
+    assert_ne!(missing.code, 0);
+    assert!(missing.stderr.contains("--name"), "{}", missing.stderr);
+    assert_eq!(workspaces(&app).await, before, "nothing was written");
+}
