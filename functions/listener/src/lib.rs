@@ -2,20 +2,33 @@
 //!
 //! Invariants:
 //! - The answer lists exactly the messages that failed (`batchItemFailures`): a malformed body, an
-//!   unknown listener or a permanent listener error fails that message alone (SQS redrive moves it to
-//!   the queue's dead-letter queue after `maxReceiveCount`), a retryable error fails it so SQS
-//!   redelivers it after the visibility timeout, and a duplicate delivery is a success.
+//!   unknown listener, a message rejected against the event log (`clinic_core::listeners::pointer`)
+//!   or a permanent listener error fails that message alone (SQS redrive moves it to the queue's
+//!   dead-letter queue after `maxReceiveCount`), a retryable error fails it so SQS redelivers it after
+//!   the visibility timeout, and a duplicate delivery is a success.
+//! - Every message goes through `clinic_core::listeners::deliver` with the CloudEvents `source` it
+//!   carried: the same check and the same transaction as the local transport.
+//! - The run is bounded by the invocation's deadline: no message is started later than
+//!   `deadline − margin` (`CLINIC_LISTENER_DEADLINE_MARGIN_MS`, default 3000), a message still running
+//!   at `deadline − margin/2` is abandoned (its transaction rolls back), and both are reported as
+//!   failed, so the finished messages of the batch are deleted and only the rest is redelivered.
+//!   A `Context` without a deadline (0, as local consumers may pass) is not bounded.
 //! - State (the pool, the notifier) is built once per container in `main`; the handler never
 //!   connects. Logs carry message ids, event ids and codes only.
 
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use clinic_core::listeners::{self, ListenerError, ListenerOutcome};
+use clinic_core::config::ConfigError;
+use clinic_core::listeners::{self, Delivery, ListenerError, ListenerOutcome, SourceClaim};
 use clinic_core::notifications::{DeliveryLog, Notifier};
 use deadpool_postgres::Pool;
 use futures::StreamExt;
 use lambda_runtime::{Error, LambdaEvent};
+
+/// The default margin before the invocation deadline (see the crate docs).
+pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(3000);
 
 /// Everything an invocation needs, built once per container.
 pub struct State {
@@ -23,13 +36,57 @@ pub struct State {
     pub notifier: Arc<dyn Notifier>,
     /// Messages of one batch run at most this many at a time.
     pub concurrency: usize,
+    /// The CloudEvents source prefix this deployment publishes with (`CLINIC_CLOUDEVENTS_SOURCE`).
+    pub source_prefix: String,
+    /// No message starts later than this before the invocation deadline.
+    pub deadline_margin: Duration,
 }
 
 impl State {
-    /// The built-in delivery log; as many concurrent runs as the pool has connections.
+    /// The built-in delivery log; as many concurrent runs as the pool has connections; source prefix
+    /// `/clinic`; the default deadline margin.
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
+        Self {
+            pool,
+            notifier: Arc::new(DeliveryLog),
+            concurrency,
+            source_prefix: "/clinic".into(),
+            deadline_margin: DEFAULT_DEADLINE_MARGIN,
+        }
+    }
+
+    /// [`State::new`] with `CLINIC_CLOUDEVENTS_SOURCE` (default `/clinic`) and
+    /// `CLINIC_LISTENER_DEADLINE_MARGIN_MS` (default 3000, 0–60000).
+    pub fn from_env(pool: Pool) -> Result<Self, ConfigError> {
+        let margin = clinic_core::config::bounded(
+            "CLINIC_LISTENER_DEADLINE_MARGIN_MS",
+            DEFAULT_DEADLINE_MARGIN.as_millis() as u64,
+            0..=60_000,
+        )?;
+        let source =
+            clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+        Ok(Self::new(pool).with_source_prefix(source).with_deadline_margin(Duration::from_millis(margin)))
+    }
+
+    pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
+        self.notifier = notifier;
+        self
+    }
+
+    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
+        self.concurrency = concurrency.max(1);
+        self
+    }
+
+    pub fn with_source_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.source_prefix = prefix.into();
+        self
+    }
+
+    pub fn with_deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
+        self
     }
 }
 
@@ -38,20 +95,51 @@ impl State {
 enum MessageFailure {
     Unreadable(&'static str),
     Listener(ListenerError),
+    /// Not started: the invocation deadline was too near.
+    Unstarted,
+    /// Started, but still running when the deadline came near; abandoned (rolled back).
+    Abandoned,
+}
+
+/// When to stop starting messages and when to abandon running ones (`None`: no deadline known).
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    stop_starting: SystemTime,
+    abandon: SystemTime,
+}
+
+impl Bounds {
+    fn of(context: &lambda_runtime::Context, margin: Duration) -> Option<Bounds> {
+        if context.deadline == 0 {
+            return None;
+        }
+        let deadline = context.deadline();
+        Some(Bounds {
+            stop_starting: deadline.checked_sub(margin).unwrap_or(SystemTime::UNIX_EPOCH),
+            abandon: deadline.checked_sub(margin / 2).unwrap_or(SystemTime::UNIX_EPOCH),
+        })
+    }
 }
 
 async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutcome, MessageFailure> {
     let body = message.body.as_deref().ok_or(MessageFailure::Unreadable("empty_message"))?;
-    let (listener, envelope) =
-        clinic_sqs::parse_message(body).map_err(|e| MessageFailure::Unreadable(e.code()))?;
-    listeners::run_with(&state.pool, &*state.notifier, listener, &envelope)
+    let (listener, event) =
+        clinic_sqs::parse_cloud_event(body).map_err(|e| MessageFailure::Unreadable(e.code()))?;
+    let delivery = Delivery {
+        listener,
+        envelope: &event.data,
+        source: Some(SourceClaim { claimed: &event.source, prefix: &state.source_prefix }),
+        transport: "sqs",
+        message_id: message.message_id.as_deref(),
+    };
+    listeners::deliver(&state.pool, &*state.notifier, &delivery)
         .await
         .map_err(MessageFailure::Listener)
         .inspect(|outcome| {
             tracing::info!(
                 message_id = message.message_id.as_deref().unwrap_or(""),
-                event_id = %envelope.id,
-                event_type = envelope.event_type.as_str(),
+                event_id = %event.data.id,
+                event_type = event.data.event_type.as_str(),
                 listener = listener.as_str(),
                 outcome = outcome.as_str(),
                 "listener ran"
@@ -59,25 +147,38 @@ async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutc
         })
 }
 
-/// Runs one message, keeping its id beside the result (a named function, so the future is `Send`
-/// for any borrow and the handler can be spawned by local consumers too).
+/// Runs one message within `bounds`, keeping its id beside the result (a named function, so the
+/// future is `Send` for any borrow and the handler can be spawned by local consumers too).
 async fn run_identified<'a>(
     state: &'a State,
     message: &'a SqsMessage,
+    bounds: Option<Bounds>,
 ) -> (Option<&'a str>, Result<ListenerOutcome, MessageFailure>) {
-    (message.message_id.as_deref(), run_message(state, message).await)
+    let id = message.message_id.as_deref();
+    let Some(bounds) = bounds else { return (id, run_message(state, message).await) };
+    let now = SystemTime::now();
+    if now >= bounds.stop_starting {
+        return (id, Err(MessageFailure::Unstarted));
+    }
+    let left = bounds.abandon.duration_since(now).unwrap_or_default();
+    match tokio::time::timeout(left, run_message(state, message)).await {
+        Ok(result) => (id, result),
+        Err(_) => (id, Err(MessageFailure::Abandoned)),
+    }
 }
 
 /// Runs every message of the batch; answers the ids of those that failed.
 pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+    let bounds = Bounds::of(&event.context, state.deadline_margin);
     let records = &event.payload.records;
     let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> = futures::stream::iter(
-        records.iter().map(|message| run_identified(state, message)).collect::<Vec<_>>(),
+        records.iter().map(|message| run_identified(state, message, bounds)).collect::<Vec<_>>(),
     )
     .buffered(state.concurrency.max(1))
     .collect()
     .await;
     let mut response = SqsBatchResponse::default();
+    let mut unstarted = 0usize;
     for (message_id, result) in results {
         let Err(failure) = result else { continue };
         let message_id = message_id.unwrap_or("");
@@ -85,11 +186,21 @@ pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBa
             MessageFailure::Unreadable(code) => {
                 tracing::error!(message_id, code, "message cannot be run; it fails alone (redrive to DLQ)");
             }
+            // A rejection was logged once, with its ids and code, where it was decided.
+            MessageFailure::Listener(error) if error.rejection().is_some() => {}
             MessageFailure::Listener(error) if error.is_permanent() => {
                 tracing::error!(message_id, code = error.code(), error = %error, "listener failed permanently");
             }
             MessageFailure::Listener(error) => {
                 tracing::warn!(message_id, code = error.code(), error = %error, "listener failed; SQS will redeliver");
+            }
+            MessageFailure::Unstarted => unstarted += 1,
+            MessageFailure::Abandoned => {
+                tracing::warn!(
+                    message_id,
+                    code = "deadline_near",
+                    "listener abandoned near the deadline; SQS will redeliver"
+                );
             }
         }
         if message_id.is_empty() {
@@ -99,6 +210,13 @@ pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBa
         let mut item = BatchItemFailure::default();
         item.item_identifier = message_id.to_owned();
         response.batch_item_failures.push(item);
+    }
+    if unstarted > 0 {
+        tracing::warn!(
+            unstarted,
+            code = "deadline_near",
+            "messages not started before the invocation deadline; SQS will redeliver them"
+        );
     }
     Ok(response)
 }

@@ -13,7 +13,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
-    let state = Arc::new(State::new(pool));
+    let state = Arc::new(State::from_env(pool)?);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

@@ -32,6 +32,6 @@ mod config;
 pub mod testing;
 mod transport;
 
-pub use cloudevents::{parse_message, to_cloud_event, CloudEvent, MessageError};
+pub use cloudevents::{parse_cloud_event, parse_message, to_cloud_event, CloudEvent, MessageError};
 pub use config::{build_client, queue_url_var, QueueMap, SqsConfig};
 pub use transport::SqsTransport;

@@ -58,10 +58,10 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let transport: Arc<dyn Transport> = match transport {
-        "local" => Arc::new(LocalTransport::new(pool.clone())),
+        "local" => Arc::new(LocalTransport::new(pool.clone()).with_run_timeout(local_run_timeout()?)),
         "sqs" => {
             let (transport, queues, client) = sqs_transport().await?;
-            let state = Arc::new(clinic_listener::State::new(pool.clone()));
+            let state = Arc::new(clinic_listener::State::from_env(pool.clone())?);
             for url in queues {
                 let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
                 tasks.push(tokio::spawn(consumer));
@@ -76,6 +76,17 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         tracing::info!(steps = report.steps, dispatched = report.totals.dispatched, "dispatcher stopped");
     }));
     Ok(DispatcherHandle { stop, tasks })
+}
+
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS` (default 10000, 100–600000): the bound of one in-process
+/// listener run.
+fn local_run_timeout() -> anyhow::Result<Duration> {
+    let default = LocalTransport::DEFAULT_RUN_TIMEOUT.as_millis() as u64;
+    Ok(Duration::from_millis(clinic_core::config::bounded(
+        "CLINIC_LOCAL_LISTENER_TIMEOUT_MS",
+        default,
+        100..=600_000,
+    )?))
 }
 
 async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_sqs::Client)> {

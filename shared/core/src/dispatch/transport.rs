@@ -68,11 +68,16 @@ pub trait Transport: Send + Sync {
 
 /// Runs listeners in this process. A start succeeds only after the listener committed its receipt
 /// (with its effects), so the outbox row is marked `dispatched` only once the work is durable.
+///
+/// Each run is bounded by a timeout (default [`LocalTransport::DEFAULT_RUN_TIMEOUT`], `clinic dev`:
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS`): a run still going then is abandoned (its transaction rolls
+/// back) and the start fails with the retryable code `listener_timeout`.
 #[derive(Clone)]
 pub struct LocalTransport {
     pool: Pool,
     notifier: Arc<dyn Notifier>,
     concurrency: usize,
+    run_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for LocalTransport {
@@ -86,7 +91,16 @@ impl LocalTransport {
     /// connections (minus one, left for the dispatcher's own marks).
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.saturating_sub(1).max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
+        Self { pool, notifier: Arc::new(DeliveryLog), concurrency, run_timeout: Self::DEFAULT_RUN_TIMEOUT }
+    }
+
+    /// Below the default dispatch lease (30 s), so an abandoned run is retried by the same claim.
+    pub const DEFAULT_RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Bounds each listener run by `timeout`.
+    pub fn with_run_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.run_timeout = timeout;
+        self
     }
 
     /// Uses another [`Notifier`].
@@ -117,7 +131,16 @@ impl Transport for LocalTransport {
 
 impl LocalTransport {
     async fn run_one(&self, start: Start<'_>) -> StartResult {
-        let result = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope).await;
+        let run = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope);
+        let Ok(result) = tokio::time::timeout(self.run_timeout, run).await else {
+            return Err(StartError::retryable(
+                "listener_timeout",
+                format!(
+                    "{} for event {} ran longer than {:?}",
+                    start.listener, start.envelope.id, self.run_timeout
+                ),
+            ));
+        };
         match result {
             Ok(ListenerOutcome::Stale { reason }) => {
                 tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");

@@ -2,6 +2,9 @@
 //!
 //! Invariants:
 //! - The listener map ([`map::listeners`]) is exhaustive over event types; see [`map`].
+//! - A message is an untrusted pointer ([`pointer`]): before anything acts, the delivery is checked
+//!   against the `events` row inside the run's transaction, folded into the receipt insert; a
+//!   mismatch is a [`Rejection`] (permanent, nothing written, one log line, one `Rejected` metric).
 //! - A listener run is ONE transaction: it first inserts its receipt `(listener, event_id)`; when the
 //!   receipt already exists the run is a duplicate delivery, rolls back and reports success
 //!   ([`ListenerOutcome::Duplicate`]). Otherwise it reloads what it needs through the repositories
@@ -14,10 +17,12 @@
 //!   ([`ListenerError::Permanent`]) and carry a stable code; their text holds ids only.
 
 pub mod map;
+pub mod pointer;
 mod workflows;
 
 pub use map::{is_routed, listeners, Listener};
-pub use workflows::{run, run_with};
+pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
+pub use workflows::{deliver, run, run_with};
 
 /// What a listener run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,14 @@ impl ListenerError {
 
     pub fn is_permanent(&self) -> bool {
         matches!(self, ListenerError::Permanent { .. })
+    }
+
+    /// The rejection this error reports, when the message did not match the event log.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            ListenerError::Permanent { code, .. } => Rejection::parse(code),
+            ListenerError::Retryable { .. } => None,
+        }
     }
 }
 
