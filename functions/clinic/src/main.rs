@@ -4,6 +4,7 @@
 mod commands;
 mod local_pg;
 mod settings;
+mod sqs_consumer;
 
 use clap::{Parser, Subcommand};
 

@@ -167,8 +167,40 @@ async fn run_identified<'a>(
     }
 }
 
-/// Runs every message of the batch; answers the ids of those that failed.
-pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+/// What the handler decided for one message of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The listener ran (applied, stale or duplicate): delete the message.
+    Done(ListenerOutcome),
+    /// Trying again can help (database, provider, a lock, the deadline): redeliver it.
+    Retry { code: &'static str },
+    /// It can never run (unreadable, rejected against the event log, a permanent listener error):
+    /// redrive sends it to the dead-letter queue. `rejected` when the event log refused it.
+    Permanent { code: &'static str, rejected: bool },
+}
+
+impl Verdict {
+    pub fn is_failure(&self) -> bool {
+        !matches!(self, Verdict::Done(_))
+    }
+}
+
+impl From<MessageFailure> for Verdict {
+    fn from(failure: MessageFailure) -> Self {
+        match failure {
+            MessageFailure::Unreadable(code) => Verdict::Permanent { code, rejected: false },
+            MessageFailure::Listener(error) if error.is_permanent() => {
+                Verdict::Permanent { code: error.code(), rejected: error.rejection().is_some() }
+            }
+            MessageFailure::Listener(error) => Verdict::Retry { code: error.code() },
+            MessageFailure::Unstarted | MessageFailure::Abandoned => Verdict::Retry { code: "deadline_near" },
+        }
+    }
+}
+
+/// Runs every message of the batch (at most `state.concurrency` at a time, within the deadline) and
+/// answers each message's id with its verdict, in batch order. Logs each failure once.
+pub async fn run_batch(state: &State, event: &LambdaEvent<SqsEvent>) -> Vec<(Option<String>, Verdict)> {
     let bounds = Bounds::of(&event.context, state.deadline_margin);
     let records = &event.payload.records;
     let results: Vec<(Option<&str>, Result<ListenerOutcome, MessageFailure>)> = futures::stream::iter(
@@ -177,39 +209,43 @@ pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBa
     .buffered(state.concurrency.max(1))
     .collect()
     .await;
-    let mut response = SqsBatchResponse::default();
+    let mut verdicts = Vec::with_capacity(results.len());
     let mut unstarted = 0usize;
     for (message_id, result) in results {
-        let Err(failure) = result else { continue };
-        let message_id = message_id.unwrap_or("");
+        let failure = match result {
+            Ok(outcome) => {
+                verdicts.push((message_id.map(str::to_owned), Verdict::Done(outcome)));
+                continue;
+            }
+            Err(failure) => failure,
+        };
+        let id = message_id.unwrap_or("");
         match &failure {
             MessageFailure::Unreadable(code) => {
-                tracing::error!(message_id, code, "message cannot be run; it fails alone (redrive to DLQ)");
+                tracing::error!(
+                    message_id = id,
+                    code,
+                    "message cannot be run; it fails alone (redrive to DLQ)"
+                );
             }
             // A rejection was logged once, with its ids and code, where it was decided.
             MessageFailure::Listener(error) if error.rejection().is_some() => {}
             MessageFailure::Listener(error) if error.is_permanent() => {
-                tracing::error!(message_id, code = error.code(), error = %error, "listener failed permanently");
+                tracing::error!(message_id = id, code = error.code(), error = %error, "listener failed permanently");
             }
             MessageFailure::Listener(error) => {
-                tracing::warn!(message_id, code = error.code(), error = %error, "listener failed; SQS will redeliver");
+                tracing::warn!(message_id = id, code = error.code(), error = %error, "listener failed; SQS will redeliver");
             }
             MessageFailure::Unstarted => unstarted += 1,
             MessageFailure::Abandoned => {
                 tracing::warn!(
-                    message_id,
+                    message_id = id,
                     code = "deadline_near",
                     "listener abandoned near the deadline; SQS will redeliver"
                 );
             }
         }
-        if message_id.is_empty() {
-            // Without an id the failure cannot be reported per message: fail the whole batch.
-            return Err("an SQS message without a message id failed".into());
-        }
-        let mut item = BatchItemFailure::default();
-        item.item_identifier = message_id.to_owned();
-        response.batch_item_failures.push(item);
+        verdicts.push((message_id.map(str::to_owned), failure.into()));
     }
     if unstarted > 0 {
         tracing::warn!(
@@ -217,6 +253,24 @@ pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBa
             code = "deadline_near",
             "messages not started before the invocation deadline; SQS will redeliver them"
         );
+    }
+    verdicts
+}
+
+/// Runs every message of the batch; answers the ids of those that failed.
+pub async fn handle(state: &State, event: LambdaEvent<SqsEvent>) -> Result<SqsBatchResponse, Error> {
+    let mut response = SqsBatchResponse::default();
+    for (message_id, verdict) in run_batch(state, &event).await {
+        if !verdict.is_failure() {
+            continue;
+        }
+        let Some(message_id) = message_id.filter(|id| !id.is_empty()) else {
+            // Without an id the failure cannot be reported per message: fail the whole batch.
+            return Err("an SQS message without a message id failed".into());
+        };
+        let mut item = BatchItemFailure::default();
+        item.item_identifier = message_id;
+        response.batch_item_failures.push(item);
     }
     Ok(response)
 }

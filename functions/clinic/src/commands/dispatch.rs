@@ -8,13 +8,12 @@
 //!   `CLINIC_SQS_ENDPOINT` set and no queue URLs — queues `clinic-dev-<listener>` created on that
 //!   endpoint), and a consumer per queue feeds received batches to the listener Lambda's own handler,
 //!   deleting only the messages it did not report as failed (what the Lambda event source mapping
-//!   does in AWS).
+//!   does in AWS; see `crate::sqs_consumer`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
 use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
 use deadpool_postgres::Pool;
@@ -115,54 +114,15 @@ async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_s
     Ok((SqsTransport::from_config(client.clone(), &config), urls, client))
 }
 
-/// Long-polls one queue and runs each batch through the listener Lambda's handler.
+/// Long-polls one queue and runs each batch through the listener Lambda's handler
+/// ([`crate::sqs_consumer`]).
 async fn consume(
     client: aws_sdk_sqs::Client,
     queue_url: String,
     state: Arc<clinic_listener::State>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    while !*stop.borrow() {
-        let received = tokio::select! {
-            received = client.receive_message().queue_url(&queue_url).max_number_of_messages(10)
-                .wait_time_seconds(1).message_attribute_names("All").send() => received,
-            _ = stop.changed() => break,
-        };
-        let messages = match received {
-            Ok(output) => output.messages.unwrap_or_default(),
-            Err(error) => {
-                tracing::warn!(error = %error, "receiving from SQS failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        if messages.is_empty() {
-            continue;
-        }
-        let mut event = SqsEvent::default();
-        for message in &messages {
-            let mut record = SqsMessage::default();
-            record.message_id = message.message_id.clone();
-            record.receipt_handle = message.receipt_handle.clone();
-            record.body = message.body.clone();
-            event.records.push(record);
-        }
-        let lambda_event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
-        let failed: Vec<String> = match clinic_listener::handle(&state, lambda_event).await {
-            Ok(response) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
-            Err(_) => messages.iter().filter_map(|m| m.message_id.clone()).collect(),
-        };
-        for message in messages {
-            if message.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                continue; // left for redelivery after the visibility timeout
-            }
-            if let Some(handle) = message.receipt_handle {
-                if let Err(error) =
-                    client.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await
-                {
-                    tracing::warn!(error = %error, "deleting a handled message failed; it will be redelivered");
-                }
-            }
-        }
-    }
+    let options = crate::sqs_consumer::ConsumerOptions::default();
+    let quiet = Arc::new(crate::sqs_consumer::Quiet);
+    crate::sqs_consumer::consume(client, queue_url, state, options, quiet, stop).await;
 }

@@ -87,7 +87,14 @@ impl From<tokio_postgres::Error> for ListenerError {
         // Database errors are a property of the database, not of the message: always retryable.
         // The text of a database error never contains row values here (no data in constraint
         // messages of the tables listeners touch), but keep only the SQLSTATE to be safe.
-        let code = if crate::db::is_transient(&error) { "db_unavailable" } else { "db_error" };
+        use tokio_postgres::error::SqlState;
+        let code = match error.code() {
+            // `lock_timeout` / `statement_timeout` of the session: this run waited too long.
+            Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE => "db_lock_timeout",
+            Some(code) if *code == SqlState::QUERY_CANCELED => "db_statement_timeout",
+            _ if crate::db::is_transient(&error) => "db_unavailable",
+            _ => "db_error",
+        };
         let state = error.code().map(|c| c.code().to_owned()).unwrap_or_else(|| "connection".into());
         ListenerError::Retryable { code, message: format!("database error (SQLSTATE {state})") }
     }
