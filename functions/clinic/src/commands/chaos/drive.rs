@@ -69,6 +69,8 @@ pub async fn drive(
             ("CLINIC_DISPATCH_POLL_MS".into(), "200".into()),
             ("CLINIC_DISPATCH_BATCH".into(), "50".into()),
             ("CLINIC_CUSTODY_DUE_SECS".into(), args.custody_due_secs.to_string()),
+            // Probe a cut SQS endpoint at least every 2 s, so the run resumes soon after it is back.
+            ("CLINIC_DISPATCH_PROBE_MAX_MS".into(), "2000".into()),
             (FAIL_EVENT_VAR.into(), planted_event_id.clone()),
             (FAIL_LISTENER_VAR.into(), PLANTED_LISTENER.as_str().into()),
             ("RUST_LOG".into(), "warn,clinic::outbox=info".into()),
