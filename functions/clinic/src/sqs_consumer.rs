@@ -168,3 +168,82 @@ async fn run_and_settle(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use clinic_core::listeners::Listener;
+
+    use super::*;
+
+    /// Records every verdict by message body's listener.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<Verdict>>);
+
+    impl Observe for Seen {
+        fn verdict(&self, _message: &Message, verdict: &Verdict) {
+            self.0.lock().unwrap().push(verdict.clone());
+        }
+    }
+
+    async fn depth(client: &aws_sdk_sqs::Client, url: &str) -> u64 {
+        let answer = client
+            .get_queue_attributes()
+            .queue_url(url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .unwrap();
+        answer.attributes().unwrap().values().map(|v| v.parse::<u64>().unwrap()).sum()
+    }
+
+    #[tokio::test]
+    async fn a_consumer_runs_genuine_messages_and_drops_forged_ones_without_effect() {
+        let Some(emulator) = clinic_sqs::testing::Emulator::start() else { return };
+        let sqs = emulator.client();
+        let prefix = format!("consumer-{}", ulid::Ulid::generate().to_string().to_lowercase());
+        let queues = clinic_sqs::testing::create_queues(&sqs, &prefix, false).await.unwrap();
+        let db = clinic_testkit::fresh_db().await;
+        let event = clinic_testkit::seed::booked_appointments(&db, 1).await.remove(0);
+        let listener = Listener::PatientBookingConfirmation;
+        let url = queues.url(listener).unwrap().to_owned();
+        let mut forged = event.clone();
+        forged.id = clinic_core::ids::EventId::generate();
+        for envelope in [&event, &forged] {
+            let body =
+                serde_json::to_string(&clinic_sqs::to_cloud_event(envelope, listener, "/clinic")).unwrap();
+            sqs.send_message().queue_url(&url).message_body(body).send().await.unwrap();
+        }
+        let state = Arc::new(State::new(db.pool.clone()));
+        let seen = Arc::new(Seen::default());
+        let options = ConsumerOptions { wait_seconds: 0, dead_letter: true, ..ConsumerOptions::default() };
+        let (stop, stopped) = watch::channel(false);
+        let observer: Arc<dyn Observe> = seen.clone();
+        let consumer = tokio::spawn(consume(sqs.clone(), url.clone(), state, options, observer, stopped));
+        // Wait on progress: both messages judged and the queue empty (bounded generously).
+        let until = std::time::Instant::now() + Duration::from_secs(60);
+        while seen.0.lock().unwrap().len() < 2 || depth(&sqs, &url).await > 0 {
+            assert!(std::time::Instant::now() < until, "the consumer made no progress");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let _ = stop.send(true);
+        consumer.await.unwrap();
+        let mut verdicts = seen.0.lock().unwrap().clone();
+        verdicts.sort_by_key(|v| format!("{v:?}"));
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Done(clinic_core::listeners::ListenerOutcome::Applied { effects: 1 }),
+                Verdict::Permanent { code: "unknown_event", rejected: true },
+            ]
+        );
+        let client = db.client().await;
+        let receipts: i64 =
+            client.query_one("SELECT count(*) FROM listener_receipts", &[]).await.unwrap().get(0);
+        let notifications: i64 =
+            client.query_one("SELECT count(*) FROM notifications", &[]).await.unwrap().get(0);
+        assert_eq!((receipts, notifications), (1, 1));
+    }
+}

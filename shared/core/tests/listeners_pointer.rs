@@ -30,18 +30,24 @@ async fn expect_rejected(fx: &Fixture, listener: Listener, envelope: &Envelope, 
     assert_eq!(fx.count("SELECT count(*) FROM events").await, events, "{reason:?}");
 }
 
-#[tokio::test]
-async fn a_forged_patient_deletion_with_an_unknown_id_cancels_nothing() {
-    let fx = Fixture::new().await;
+/// A patient with a booked appointment, and a forged `patient.deleted` for that patient: a real
+/// deletion of another patient gives it a realistic shape, then it points at the victim with an id
+/// the event log has never seen.
+async fn victim_and_forged_deletion(fx: &Fixture) -> (AppointmentId, Envelope) {
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
     let (appointment, _) = fx.book(patient, practitioner, 24).await;
-    // A real deletion of another patient gives the forgery a realistic shape; then it points at
-    // the victim with an id the event log has never seen.
     let other = fx.create_patient().await;
     let mut forged = fx.delete_patient(other).await;
     forged.id = EventId::generate();
     forged.resource_id = patient.ulid();
+    (appointment, forged)
+}
+
+#[tokio::test]
+async fn a_forged_patient_deletion_with_an_unknown_id_cancels_nothing() {
+    let fx = Fixture::new().await;
+    let (appointment, forged) = victim_and_forged_deletion(&fx).await;
     expect_rejected(&fx, Listener::CancelFutureAppointments, &forged, Rejection::UnknownEvent).await;
     assert_eq!(status_of(&fx, appointment).await, AppointmentStatus::Booked);
 }
@@ -101,13 +107,7 @@ async fn every_altered_attribute_is_rejected_with_its_reason_and_changes_nothing
 #[tokio::test]
 async fn the_local_transport_rejects_a_forged_start_permanently() {
     let fx = Fixture::new().await;
-    let patient = fx.create_patient().await;
-    let practitioner = fx.create_practitioner().await;
-    let (appointment, _) = fx.book(patient, practitioner, 24).await;
-    let other = fx.create_patient().await;
-    let mut forged = fx.delete_patient(other).await;
-    forged.id = EventId::generate();
-    forged.resource_id = patient.ulid();
+    let (appointment, forged) = victim_and_forged_deletion(&fx).await;
     let transport = LocalTransport::new(fx.db.pool.clone());
     let results =
         transport.start(&[Start { envelope: &forged, listener: Listener::CancelFutureAppointments }]).await;
