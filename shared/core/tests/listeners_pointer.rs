@@ -160,3 +160,32 @@ async fn cancel_future_appointments_uses_the_deletion_time_not_the_run_time() {
     assert_eq!(status_of(&fx, was_future).await, AppointmentStatus::Cancelled);
     assert_eq!(status_of(&fx, was_past).await, AppointmentStatus::Booked);
 }
+
+#[tokio::test]
+async fn a_local_listener_run_is_bounded_by_its_timeout_and_leaves_nothing() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (_, created) = fx.book(patient, practitioner, 24).await;
+    let listener = Listener::PatientBookingConfirmation;
+    // Another session is inserting the same receipt and has not committed: the run blocks on it.
+    let mut blocker = fx.db.client().await;
+    let tx = blocker.transaction().await.unwrap();
+    tx.execute(
+        "INSERT INTO listener_receipts (listener, event_id) VALUES ($1, $2)",
+        &[&listener.as_str(), &created.id],
+    )
+    .await
+    .unwrap();
+    let transport =
+        LocalTransport::new(fx.db.pool.clone()).with_run_timeout(std::time::Duration::from_millis(500));
+    let start = Start { envelope: &created, listener };
+    let results = transport.start(&[start]).await;
+    let error = results[0].as_ref().unwrap_err();
+    assert_eq!((error.code.as_str(), error.permanent), ("listener_timeout", false), "{error:?}");
+    tx.rollback().await.unwrap();
+    // The abandoned run rolled back; the retry does the work once.
+    assert!(transport.start(&[start]).await[0].is_ok());
+    assert_eq!(fx.count("SELECT count(*) FROM listener_receipts").await, 1);
+    assert_eq!(fx.count("SELECT count(*) FROM notifications").await, 1);
+}
