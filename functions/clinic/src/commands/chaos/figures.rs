@@ -68,8 +68,13 @@ fn rows(f: &Figures<'_>) -> Vec<(&'static str, String)> {
     rows.push(("… rejected (by reason)", by_reason(&f.faults.forged_rejected)));
     if !f.faults.stolen.is_empty() {
         rows.push((
-            "Messages deleted after sending / restarted by the reconciler",
-            format!("{} / {}", f.faults.stolen.len(), f.faults.restarted_stolen),
+            "Messages deleted after sending / restarted by the reconciler / their effects",
+            format!(
+                "{} / {} / {}",
+                f.faults.stolen.len(),
+                f.faults.restarted_stolen,
+                f.faults.stolen_effects
+            ),
         ));
     }
     if let Some(lock) = &f.faults.lock {
