@@ -76,14 +76,22 @@ pub async fn check(
             let (receipts, effects, restarts): (i64, i64, i32) = (row.get(0), row.get(1), row.get(2));
             // One receipt; one notification, or none when the work had gone stale by then (the
             // appointment cancelled or completed meanwhile: the receipt is still committed).
-            if receipts != 1 || effects > 1 || restarts < 1 {
+            if receipts != 1 || effects > 1 {
                 failures.push(format!(
                     "stolen {listener} of {event}: {receipts} receipts, {effects} effects, {restarts} restarts"
                 ));
             } else {
-                log.restarted_stolen += 1;
+                log.restarted_stolen += i64::from(restarts >= 1);
                 log.stolen_effects += effects;
             }
+        }
+        // A stolen message whose start the dispatcher had sent twice (killed before its mark) is
+        // run from the other copy, without a restart; the reconciler must have restarted the rest.
+        if log.restarted_stolen == 0 {
+            failures.push(format!(
+                "none of the {} stolen messages was restarted by the reconciler",
+                log.stolen.len()
+            ));
         }
         report.check(
             "every message lost after sending restarted by the reconciler, exactly one receipt and effect each",
