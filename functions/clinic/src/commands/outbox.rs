@@ -101,7 +101,7 @@ struct ReplayArgs {
 
 #[derive(Debug, clap::Args)]
 struct SweepArgs {
-    /// Overrides CLINIC_RETENTION_HOURS (default 168).
+    /// Overrides CLINIC_RETENTION_HOURS (default 360).
     #[arg(long)]
     retention_hours: Option<u64>,
     /// Overrides CLINIC_RETENTION_BATCH (default 1000): rows examined per statement.
