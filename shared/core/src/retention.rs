@@ -3,7 +3,8 @@
 //! What it deletes, in bounded batches (each batch one short statement, committed on its own, so no
 //! long transaction or lock is ever held):
 //! 1. `event_outbox` rows in a final status — `dispatched` or `discarded` — whose last change
-//!    (`updated_at`) is older than the retention;
+//!    (`updated_at`) is older than the retention and whose event is out of custody (no unsettled
+//!    start: an operator may still need to replay it);
 //! 2. `listener_starts` older than the retention, settled (their receipt is in), whose event has no
 //!    live outbox row;
 //! 3. `listener_receipts` older than the retention whose event has no live outbox row and no
@@ -91,6 +92,8 @@ const SWEEP_OUTBOX: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM event_outbox o USING batch b \
          WHERE o.event_id = b.event_id AND o.status IN ('dispatched', 'discarded') AND o.updated_at < $4 \
+           AND NOT EXISTS (SELECT 1 FROM listener_starts s WHERE s.event_id = o.event_id \
+                           AND s.settled_at IS NULL) \
          RETURNING 1 \
      ) \
      SELECT (SELECT event_id FROM batch ORDER BY event_id DESC LIMIT 1), (SELECT count(*) FROM batch), \
@@ -241,9 +244,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_keep_a_week() {
+    fn defaults_outlive_the_dead_letter_queues() {
+        // Receipts must outlive anything that can redeliver: the DLQs keep messages 14 days.
         let config = RetentionConfig::default();
-        assert_eq!(config.retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.retention, Duration::from_secs(15 * 24 * 3600));
+        assert!(config.retention > Duration::from_secs(14 * 24 * 3600));
         assert_eq!(config.batch, 1000);
     }
 }

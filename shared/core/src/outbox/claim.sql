@@ -21,7 +21,7 @@ WITH relaxed AS MATERIALIZED (
 )
 UPDATE event_outbox o
 SET status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END,
-    claim_token = CASE WHEN o.attempts >= $5 THEN NULL ELSE $2 END,
+    claim_token = CASE WHEN o.attempts >= $5 THEN NULL ELSE $2::uuid END,
     claimed_by = $3,
     available_at = CASE WHEN o.attempts >= $5 THEN o.available_at
                         ELSE now() + $4::float8 * interval '1 millisecond' END,
