@@ -10,9 +10,10 @@
 //!   `appointment.reminder_due` for appointments starting within the lead time (exactly once per
 //!   appointment and start time), and `sweep` deletes finished outbox rows, starts and receipts past
 //!   the retention. Neither starts listeners: the running dispatcher picks up new events.
-//!   `reconcile` (scheduled on the dispatcher function itself, which may send to the queues) runs
-//!   one custody pass: it restarts listener starts whose receipt is overdue and hands the ones that
-//!   stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
+//!   `reconcile` runs one custody pass: it restarts listener starts whose receipt is overdue and
+//!   hands the ones that stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
+//!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
+//!   dispatcher's own one-minute schedule carries it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -128,6 +129,16 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
+            // One custody pass per scheduled drain (the function's single slot is taken by the drain
+            // almost all the time, so a separate schedule would mostly be throttled). A failed pass
+            // is logged and the drain goes on.
+            let transport = state.dispatcher.transport();
+            match reconcile(pool, transport.as_ref(), &state.housekeeping.reconcile).await {
+                Ok(report) => answer.reconciled = Some(report),
+                Err(error) => {
+                    tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
+                }
+            }
             answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await
         }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,

@@ -155,8 +155,12 @@ async fn the_receipt_settles_its_start_in_the_listeners_transaction() {
     let (_, created) = fx.book(patient, practitioner, 24).await;
     drain(&fx.dispatcher(Arc::new(NoopTransport), fast_config())).await;
     assert_eq!(fx.count(UNSETTLED).await, 2);
-    clinic_core::listeners::run(&fx.db.pool, clinic_core::listeners::Listener::PatientBookingConfirmation, &created)
-        .await
-        .unwrap();
+    clinic_core::listeners::run(
+        &fx.db.pool,
+        clinic_core::listeners::Listener::PatientBookingConfirmation,
+        &created,
+    )
+    .await
+    .unwrap();
     assert_eq!(fx.count(UNSETTLED).await, 1, "one receipt in, one start settled");
 }

@@ -149,7 +149,10 @@ async fn an_event_type_unknown_to_this_build_is_held_not_buried() {
     for _ in 0..(fast_config().max_attempts * 3) {
         let report = step(&dispatcher).await;
         assert_eq!((report.held, report.dead), (1, 0), "{report:?}");
-        owner.execute("UPDATE event_outbox SET available_at = now() WHERE event_id = $1", &[&created.id]).await.unwrap();
+        owner
+            .execute("UPDATE event_outbox SET available_at = now() WHERE event_id = $1", &[&created.id])
+            .await
+            .unwrap();
     }
     let row = fx.outbox(&created).await;
     assert_eq!(row.status, "retry");

@@ -121,7 +121,10 @@ impl Transport for OutageTransport {
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         if self.is_down() {
             self.asked_while_down.fetch_add(starts.len(), Ordering::SeqCst);
-            return starts.iter().map(|_| Err(StartError::unavailable("sqs_unreachable", "connection refused"))).collect();
+            return starts
+                .iter()
+                .map(|_| Err(StartError::unavailable("sqs_unreachable", "connection refused")))
+                .collect();
         }
         self.inner.start(starts).await
     }
