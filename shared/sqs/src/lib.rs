@@ -24,8 +24,8 @@
 //!   envelope: no health data ever reaches a queue.
 //! - Starts are sent with SendMessageBatch, at most 10 entries a call; each entry's result maps back to
 //!   exactly its start, so a per-entry failure retries only that listener.
-//! - A call that did not reach SQS or that SQS refused as a whole (timeout, connection error, 5xx,
-//!   throttling, a missing or forbidden queue) answers *unavailable* starts: the dispatcher holds
+//! - A call that did not reach SQS or that SQS refused as a whole for its own state (timeout,
+//!   connection error, internal error, throttling) answers *unavailable* starts: the dispatcher holds
 //!   those rows without spending attempts. Per-entry rejections count as per-message failures. A
 //!   per-queue breaker ([`breaker`]) stops calling a queue after repeated unavailable calls and lets
 //!   one probe through per cool-down (doubling, at most 30 s).

@@ -26,23 +26,22 @@ pub struct SqsTransport {
     breakers: Arc<Breakers>,
 }
 
-/// True when a whole-call error says SQS (or the way to it) is unavailable rather than that this
-/// batch is wrong: timeouts, connection failures, unparseable answers, 5xx, throttling, a queue that
-/// is missing or forbidden (a deploy or permission problem, never the message's fault).
-fn is_unavailable<E: ProvideErrorMetadata, R>(error: &SdkError<E, R>) -> bool {
+/// True when a whole-call error says SQS (or the way to it) is unreachable or throttling rather than
+/// that this call is wrong: timeouts, connection failures, unparseable answers, internal errors,
+/// throttling (also KMS's). A missing or forbidden queue is not an outage: it is retried and counts
+/// toward `dead` like any other refusal (and alarms).
+fn is_unavailable<E: ProvideErrorMetadata>(
+    error: &SdkError<E, aws_sdk_sqs::config::http::HttpResponse>,
+) -> bool {
     match error {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
         SdkError::ServiceError(service) => {
             let code = service.err().code().unwrap_or_default();
-            code.contains("Throttl")
-                || code.contains("NonExistentQueue")
-                || code.contains("QueueDoesNotExist")
-                || code.contains("AccessDenied")
+            service.raw().status().as_u16() >= 500
+                || code.contains("Throttl")
                 || code.contains("ServiceUnavailable")
                 || code.contains("InternalError")
                 || code.contains("InternalFailure")
-                || code.starts_with("Kms")
-                || code.contains(".Kms")
         }
         _ => false,
     }
