@@ -10,12 +10,17 @@
 //!   `appointment.reminder_due` for appointments starting within the lead time (exactly once per
 //!   appointment and start time), and `sweep` deletes finished outbox rows, starts and receipts past
 //!   the retention. Neither starts listeners: the running dispatcher picks up new events.
+//!   `reconcile` runs one custody pass: it restarts listener starts whose receipt is overdue and
+//!   hands the ones that stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
+//!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
+//!   dispatcher's own one-minute schedule carries it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
 use clinic_core::dispatch::{Dispatcher, DrainReport};
+use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig, ReconcileReport};
 use clinic_core::reminders::{ReminderConfig, ReminderReport};
 use clinic_core::retention::{RetentionConfig, SweepReport};
 use lambda_runtime::{Error, LambdaEvent};
@@ -37,20 +42,23 @@ pub enum Mode {
     Reminders,
     /// Delete finished outbox rows, starts and receipts past the retention.
     Sweep,
+    /// Restart listener starts whose receipt is overdue (custody), through this function's transport.
+    Reconcile,
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default) or `once`.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep` or `reconcile`.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
             Some("once") => Ok(Mode::Once),
             Some("reminders") => Ok(Mode::Reminders),
             Some("sweep") => Ok(Mode::Sweep),
+            Some("reconcile") => Ok(Mode::Reconcile),
             Some(other) => Err(ConfigError::Invalid {
                 name: "CLINIC_DISPATCH_MODE",
                 value: other.to_owned(),
-                message: "expected `drain`, `once`, `reminders` or `sweep`".into(),
+                message: "expected `drain`, `once`, `reminders`, `sweep` or `reconcile`".into(),
             }),
         }
     }
@@ -70,12 +78,17 @@ pub struct State {
 pub struct Housekeeping {
     pub reminders: ReminderConfig,
     pub retention: RetentionConfig,
+    pub reconcile: ReconcileConfig,
 }
 
 impl Housekeeping {
-    /// `CLINIC_REMINDER_LEAD_HOURS` and `CLINIC_RETENTION_*`.
+    /// `CLINIC_REMINDER_LEAD_HOURS`, `CLINIC_RETENTION_*` and `CLINIC_CUSTODY_*`.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { reminders: ReminderConfig::from_env()?, retention: RetentionConfig::from_env()? })
+        Ok(Self {
+            reminders: ReminderConfig::from_env()?,
+            retention: RetentionConfig::from_env()?,
+            reconcile: ReconcileConfig::from_env()?,
+        })
     }
 }
 
@@ -90,6 +103,8 @@ pub struct Answer {
     pub reminders: Option<ReminderReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub swept: Option<SweepReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reconciled: Option<ReconcileReport>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -109,10 +124,21 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
 /// Handles one scheduled tick.
 pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
-    let mut answer = Answer { mode, report: DrainReport::default(), reminders: None, swept: None };
+    let mut answer =
+        Answer { mode, report: DrainReport::default(), reminders: None, swept: None, reconciled: None };
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
+            // One custody pass per scheduled drain (the function's single slot is taken by the drain
+            // almost all the time, so a separate schedule would mostly be throttled). A failed pass
+            // is logged and the drain goes on.
+            let transport = state.dispatcher.transport();
+            match reconcile(pool, transport.as_ref(), &state.housekeeping.reconcile).await {
+                Ok(report) => answer.reconciled = Some(report),
+                Err(error) => {
+                    tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
+                }
+            }
             answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await
         }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
@@ -123,6 +149,11 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         Mode::Sweep => {
             let retention = &state.housekeeping.retention;
             answer.swept = Some(clinic_core::retention::sweep(pool, retention, chrono::Utc::now()).await?);
+        }
+        Mode::Reconcile => {
+            let config = &state.housekeeping.reconcile;
+            let transport = state.dispatcher.transport();
+            answer.reconciled = Some(reconcile(pool, transport.as_ref(), config).await?);
         }
     }
     let report = answer.report;
@@ -149,6 +180,7 @@ mod tests {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "drain"})), Some(Mode::Drain));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), Some(Mode::Reminders));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "reconcile"})), Some(Mode::Reconcile));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }

@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "workspace_settings_and_disclosures",
         sql: include_str!("../../../migrations/V3__workspace_settings_and_disclosures.sql"),
     },
+    Migration {
+        version: 4,
+        name: "custody_and_timeouts",
+        sql: include_str!("../../../migrations/V4__custody_and_timeouts.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

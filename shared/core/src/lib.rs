@@ -12,10 +12,12 @@ pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod events;
+pub mod housekeeping;
 pub mod http;
 pub mod ids;
 pub mod listeners;
-pub mod metrics;
+/// The dispatcher's metrics (they live in [`dispatch::metrics`]; this path is kept for callers).
+pub use dispatch::metrics;
 pub mod notifications;
 pub mod operator;
 pub mod outbox;

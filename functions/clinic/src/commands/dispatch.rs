@@ -1,6 +1,9 @@
 //! The dispatcher loop of `clinic dev`: drains the outbox in a background task until stopped, woken by
 //! LISTEN on new commits and polling as a safety net.
 //!
+//! Beside the loop, the custody reconciler runs every 30 s (restarting starts whose receipt is
+//! overdue; see `clinic_core::housekeeping::reconcile`).
+//!
 //! Transport (`CLINIC_TRANSPORT`):
 //! - `local` (default): listeners run in this process; a row is marked dispatched only after each
 //!   listener committed its receipt.
@@ -69,6 +72,12 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         }
         other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
     };
+    tasks.push(tokio::spawn(reconcile_loop(
+        pool.clone(),
+        transport.clone(),
+        stop_rx.clone(),
+        RECONCILE_EVERY,
+    )));
     let dispatcher = Dispatcher::new(pool, transport, config).with_listen(url, None);
     tasks.push(tokio::spawn(async move {
         let report = dispatcher.run_until(stopped(stop_rx)).await;
@@ -86,6 +95,40 @@ fn local_run_timeout() -> anyhow::Result<Duration> {
         default,
         100..=600_000,
     )?))
+}
+
+/// How often `clinic dev` runs a custody pass (the Lambda runs one per drain invocation, once a
+/// minute).
+const RECONCILE_EVERY: Duration = Duration::from_secs(30);
+
+/// The custody reconciler beside the loop: one pass every `every` ([`RECONCILE_EVERY`] here; `clinic
+/// chaos` runs it more often) until stopped (`CLINIC_CUSTODY_*`, see docs/alarms.md). A failed pass
+/// is logged and retried next time.
+pub(crate) async fn reconcile_loop(
+    pool: Pool,
+    transport: Arc<dyn Transport>,
+    mut stop: watch::Receiver<bool>,
+    every: Duration,
+) {
+    use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig};
+    let config = match ReconcileConfig::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!(error = %error, "custody reconciler not started");
+            return;
+        }
+    };
+    while !*stop.borrow() {
+        match reconcile(&pool, transport.as_ref(), &config).await {
+            Ok(report) if report.restarted + report.stuck > 0 => tracing::warn!(?report, "custody pass"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(error = %error, "custody pass failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => break,
+        }
+    }
 }
 
 async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_sqs::Client)> {

@@ -24,22 +24,32 @@ pub struct Start<'a> {
     pub listener: Listener,
 }
 
-/// Why a start failed. `permanent` means no retry can help (the row goes `dead` at once).
+/// Why a start failed. `permanent` means no retry can help (the row goes `dead` at once);
+/// `unavailable` means the transport itself did not answer or refused the whole call (unreachable,
+/// timed out, throttling, a breaker open) — nothing about this message — so the attempt is not spent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct StartError {
     pub code: String,
     pub message: String,
     pub permanent: bool,
+    pub unavailable: bool,
 }
 
 impl StartError {
+    /// A per-message failure worth retrying; counts toward the attempt ceiling.
     pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into(), permanent: false }
+        Self { code: code.into(), message: message.into(), permanent: false, unavailable: false }
     }
 
+    /// A per-message failure no retry can help.
     pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into(), permanent: true }
+        Self { code: code.into(), message: message.into(), permanent: true, unavailable: false }
+    }
+
+    /// The transport is down or throttling: the row is held without spending its attempt.
+    pub fn unavailable(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: message.into(), permanent: false, unavailable: true }
     }
 }
 
@@ -49,6 +59,7 @@ impl From<ListenerError> for StartError {
             code: error.code().to_owned(),
             message: error.message().to_owned(),
             permanent: error.is_permanent(),
+            unavailable: false,
         }
     }
 }
@@ -64,6 +75,12 @@ pub trait Transport: Send + Sync {
 
     /// Starts every requested workflow; one result per start, in order.
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult>;
+
+    /// True when a successful start means the listener already committed its receipt (`local`):
+    /// custody ends with the start, so the dispatcher's success path records no start rows.
+    fn settles_on_start(&self) -> bool {
+        false
+    }
 }
 
 /// Runs listeners in this process. A start succeeds only after the listener committed its receipt
@@ -120,6 +137,10 @@ impl LocalTransport {
 impl Transport for LocalTransport {
     fn name(&self) -> &'static str {
         "local"
+    }
+
+    fn settles_on_start(&self) -> bool {
+        true
     }
 
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {

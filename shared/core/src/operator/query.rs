@@ -219,11 +219,13 @@ const DEAD_BY_CODE: &str = "SELECT coalesce(o.last_error_code, 'none'), count(*)
      WHERE o.status = 'dead' AND ($1::uuid IS NULL OR EXISTS \
          (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)) \
      GROUP BY 1";
-const OLDEST_DUE_IN: &str =
+const OLDEST_DUE_IN: &str = concat!(
     "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
      FROM event_outbox o \
-     WHERE o.status IN ('pending', 'retry', 'claimed') AND o.available_at <= now() \
-       AND EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1)";
+     WHERE EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1) AND o.",
+    crate::outbox_live_predicate!(),
+    " AND o.available_at <= now()"
+);
 
 /// Counts by status, dead rows by error code, and the oldest due row's wait (within `workspace` when
 /// given).

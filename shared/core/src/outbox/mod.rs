@@ -1,6 +1,6 @@
 //! The transactional outbox: one `event_outbox` row per event, moved through a small state machine.
 //!
-//! `available_at` is the single "due" clock of every live status (creation time for `pending`, backoff
+//! Which rows are live and due is defined once, in [`due`]. `available_at` is the single "due" clock of every live status (creation time for `pending`, backoff
 //! end for `retry`, lease end for `claimed`), so one partial index (`event_outbox_due_idx`) answers the
 //! claim scan however much history accumulates.
 //!
@@ -24,11 +24,15 @@
 //!   there would add a disk sync to every event's latency. Writers' events and listeners' receipts
 //!   stay fully durable.
 //! - No transaction is held open across a transport call: claim, start and mark are separate.
-//! - `listener_starts` records which listeners of an event have started — written only for events
-//!   whose attempt partly failed (a fully successful event goes straight to `dispatched`, which makes
-//!   the starts redundant). A re-claimed row (`attempts` > 1) loads them so only missing listeners
-//!   start. A crash between start and mark loses nothing: the lease expires, the row is claimed again
-//!   and duplicate starts are absorbed by listener receipts.
+//! - `listener_starts` records every listener start (in the statement that marks the row
+//!   `dispatched`, or beside the failure marks): custody lasts until each start is *settled* by its
+//!   receipt (DESIGN §5a; V4 and [`crate::housekeeping::reconcile`]). A re-claimed row (`attempts` >
+//!   1) loads them so only missing listeners start. A crash between start and mark loses nothing: the
+//!   lease expires, the row is claimed again and duplicate starts are absorbed by listener receipts.
+//! - A row is buried at claim time when its attempts already reached the ceiling (its last
+//!   dispatcher died before marking it), so lease expiry cannot reclaim it forever.
+//! - Holds ([`Failure::Hold`]) give the attempt back: a transport outage, an open breaker or an event
+//!   type or listener this build does not know never brings a row closer to `dead`.
 //! - `dispatched` rows are kept (an operator replay needs them; a retention sweep may delete them
 //!   later). The due index covers live statuses only, so the claim scan does not slow down as they
 //!   accumulate; `events` stays the durable log either way.
@@ -37,12 +41,17 @@
 
 mod backoff;
 mod claim;
+pub mod due;
 mod mark;
 pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
-pub use claim::{claim, Claim, Claimed, Unreadable};
-pub use mark::{mark_dispatched, mark_failed, record_starts, Failure, FailureMark, StartRecord};
+pub use claim::{claim, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
+pub use due::{DUE, LIVE, LIVE_STATUSES};
+pub use mark::{
+    mark_dispatched, mark_dispatched_with_starts, mark_failed, record_starts, Failure, FailureMark,
+    StartRecord,
+};
 
 pub use crate::ids::ClaimToken;
 

@@ -41,6 +41,8 @@ pub fn fast_config() -> DispatchConfig {
         max_attempts: 4,
         window: Duration::from_secs(2),
         poll_interval: Duration::from_millis(100),
+        probe_max: Duration::from_millis(200),
+        unknown_retry: Duration::from_millis(200),
     }
 }
 

@@ -25,6 +25,8 @@ pub fn fast_config() -> DispatchConfig {
         max_attempts: 3,
         window: Duration::from_secs(2),
         poll_interval: Duration::from_millis(50),
+        probe_max: Duration::from_millis(100),
+        unknown_retry: Duration::from_millis(100),
     }
 }
 

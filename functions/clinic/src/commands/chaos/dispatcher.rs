@@ -1,5 +1,6 @@
 //! The dispatcher as a child process (`clinic dispatch-loop`, hidden) so the run can SIGKILL it for
-//! real, and the planted permanent failure its local listeners (and the run's SQS consumers) apply.
+//! real, with the custody reconciler beside it, and the planted permanent failure its local listeners
+//! (and the run's SQS consumers) apply.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -61,6 +62,11 @@ pub async fn dispatch_loop() -> anyhow::Result<()> {
     } else {
         Arc::new(LocalTransport::new(pool.clone()).with_notifier(Arc::new(ChaosNotifier { planted })))
     };
+    // The custody reconciler beside it, a pass every second (`CLINIC_CUSTODY_*`): what the drain
+    // invocations and the scheduled passes do in AWS.
+    let (_stop_reconciler, stopped) = tokio::sync::watch::channel(false);
+    let every = std::time::Duration::from_secs(1);
+    tokio::spawn(crate::commands::dispatch::reconcile_loop(pool.clone(), transport.clone(), stopped, every));
     let dispatcher = Dispatcher::new(pool, transport, DispatchConfig::from_env()?).with_listen(url, None);
     let report = dispatcher
         .run_until(async {
