@@ -26,8 +26,8 @@
 //! - No transaction is held open across a transport call: claim, start and mark are separate.
 //! - `listener_starts` records every listener start (in the statement that marks the row
 //!   `dispatched`, or beside the failure marks): custody lasts until each start is *settled* by its
-//!   receipt (DESIGN §5a; V4 and [`crate::housekeeping::reconcile`]). A re-claimed row (`attempts` >
-//!   1) loads them so only missing listeners start. A crash between start and mark loses nothing: the
+//!   receipt (DESIGN §5a; V4 and [`crate::housekeeping::reconcile`]). A re-claimed row
+//!   (`attempts` > 1) loads them so only missing listeners start. A crash between start and mark loses nothing: the
 //!   lease expires, the row is claimed again and duplicate starts are absorbed by listener receipts.
 //! - A row is buried at claim time when its attempts already reached the ceiling (its last
 //!   dispatcher died before marking it), so lease expiry cannot reclaim it forever.
