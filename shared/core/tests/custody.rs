@@ -115,7 +115,7 @@ async fn a_pair_that_never_settles_is_handed_to_operators_and_replay_restarts_it
         }
     }
     let client = fx.db.client().await;
-    let stuck = list_unsettled(&client, Duration::ZERO, false, 10).await.unwrap();
+    let stuck = list_unsettled(&client, None, Duration::ZERO, false, 10).await.unwrap();
     assert_eq!(stuck.len(), 2);
     assert!(stuck.iter().all(|s| s.event_id == created.id && s.stuck_at.is_some() && s.restarts == 2));
     // Stuck pairs are not restarted again, and still count as unsettled custody.
@@ -144,7 +144,7 @@ async fn a_pair_that_never_settles_is_handed_to_operators_and_replay_restarts_it
     drain(&fx.dispatcher(fx.local(), fast_config())).await;
     assert_eq!(fx.count(UNSETTLED).await, 0);
     assert_eq!(fx.count("SELECT count(*) FROM notifications").await, 2);
-    assert!(list_unsettled(&client, Duration::ZERO, true, 10).await.unwrap().is_empty());
+    assert!(list_unsettled(&client, None, Duration::ZERO, true, 10).await.unwrap().is_empty());
 }
 
 #[tokio::test]

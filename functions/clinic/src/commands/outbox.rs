@@ -269,6 +269,7 @@ async fn unsettled(args: UnsettledArgs) -> anyhow::Result<()> {
     let client = pool.get().await?;
     let older = std::time::Duration::from_secs(args.older_than_secs);
     let pairs =
-        clinic_core::housekeeping::reconcile::list_unsettled(&client, older, args.all, args.limit).await?;
+        clinic_core::housekeeping::reconcile::list_unsettled(&client, None, older, args.all, args.limit)
+            .await?;
     print(serde_json::json!({ "items": pairs }))
 }

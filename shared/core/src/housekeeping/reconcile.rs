@@ -33,7 +33,7 @@ use crate::config::{bounded, ConfigError};
 use crate::db::sql;
 use crate::dispatch::{DispatchError, Start, Transport};
 use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS};
-use crate::ids::EventId;
+use crate::ids::{EventId, WorkspaceId};
 use crate::listeners::Listener;
 
 /// How the reconciler decides a start is overdue, and how often it restarts one.
@@ -211,20 +211,24 @@ const LIST_UNSETTLED: &str = "SELECT s.event_id, s.listener, s.started_at, s.res
      FROM listener_starts s \
      WHERE s.settled_at IS NULL AND s.started_at <= now() - $1::float8 * interval '1 millisecond' \
        AND ($2 OR s.stuck_at IS NOT NULL) \
+       AND ($4::uuid IS NULL OR EXISTS (SELECT 1 FROM events e \
+                                        WHERE e.id = s.event_id AND e.workspace_id = $4)) \
        AND NOT EXISTS (SELECT 1 FROM listener_receipts r \
                        WHERE r.listener = s.listener AND r.event_id = s.event_id) \
      ORDER BY s.started_at LIMIT $3";
 
 /// Up to `limit` unsettled pairs older than `older_than`, oldest first; only stuck ones unless
-/// `include_restarting`.
+/// `include_restarting`; only `workspace`'s events when given.
 pub async fn list_unsettled(
     client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
     older_than: Duration,
     include_restarting: bool,
     limit: i64,
 ) -> Result<Vec<Unsettled>, tokio_postgres::Error> {
     let older_ms = older_than.as_secs_f64() * 1000.0;
-    let rows = sql::query(client, LIST_UNSETTLED, &[&older_ms, &include_restarting, &limit]).await?;
+    let rows =
+        sql::query(client, LIST_UNSETTLED, &[&older_ms, &include_restarting, &limit, &workspace]).await?;
     Ok(rows
         .iter()
         .map(|row| Unsettled {
