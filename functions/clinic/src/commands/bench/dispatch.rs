@@ -7,7 +7,8 @@
 //! so each drain starts from the same physical state; drains alternate raw, real, real, raw so drift
 //! hits both. Both sides run one worker on one connection, as the service's single dispatcher does.
 //! The raw loop is the bare shape — claim (`FOR UPDATE SKIP LOCKED`, token and lease) then a fenced
-//! mark — without reading the events; the real one also reads each envelope and routes listeners.
+//! mark — without reading the events; the real one also reads each envelope, routes listeners and
+//! records each start in `listener_starts` (custody until receipt, in the mark's statement).
 //! Both commit claims and marks without waiting for the WAL flush (the dispatcher per statement, the
 //! raw loop per session), so the ratio compares work, not durability settings.
 
