@@ -2,6 +2,9 @@
 //! serve`): not a subcommand of its own. Drains the outbox in a background task until stopped, woken
 //! by LISTEN on new commits and polling as a safety net.
 //!
+//! Beside the loop, the custody reconciler runs every 30 s (restarting starts whose receipt is
+//! overdue; see `clinic_core::housekeeping::reconcile`).
+//!
 //! Transport (`CLINIC_TRANSPORT`):
 //! - `local` (default): listeners run in this process; a row is marked dispatched only after each
 //!   listener committed its receipt.
@@ -9,13 +12,12 @@
 //!   `CLINIC_SQS_ENDPOINT` set and no queue URLs — queues `clinic-dev-<listener>` created on that
 //!   endpoint), and a consumer per queue feeds received batches to the listener Lambda's own handler,
 //!   deleting only the messages it did not report as failed (what the Lambda event source mapping
-//!   does in AWS).
+//!   does in AWS; see `crate::sqs_consumer`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
 use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
 use deadpool_postgres::Pool;
@@ -59,10 +61,10 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let transport: Arc<dyn Transport> = match transport {
-        "local" => Arc::new(LocalTransport::new(pool.clone())),
+        "local" => Arc::new(LocalTransport::new(pool.clone()).with_run_timeout(local_run_timeout()?)),
         "sqs" => {
             let (transport, queues, client) = sqs_transport().await?;
-            let state = Arc::new(clinic_listener::State::new(pool.clone()));
+            let state = Arc::new(clinic_listener::State::from_env(pool.clone())?);
             for url in queues {
                 let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
                 tasks.push(tokio::spawn(consumer));
@@ -71,6 +73,12 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         }
         other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
     };
+    tasks.push(tokio::spawn(reconcile_loop(
+        pool.clone(),
+        transport.clone(),
+        stop_rx.clone(),
+        RECONCILE_EVERY,
+    )));
     let dispatcher = Dispatcher::new(pool, transport, config)
         .with_listen(url, clinic_core::config::var("CLINIC_DB_CA_FILE"));
     tasks.push(tokio::spawn(async move {
@@ -78,6 +86,51 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         tracing::info!(steps = report.steps, dispatched = report.totals.dispatched, "dispatcher stopped");
     }));
     Ok(DispatcherHandle { stop, tasks })
+}
+
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS` (default 10000, 100–600000): the bound of one in-process
+/// listener run.
+fn local_run_timeout() -> anyhow::Result<Duration> {
+    let default = LocalTransport::DEFAULT_RUN_TIMEOUT.as_millis() as u64;
+    Ok(Duration::from_millis(clinic_core::config::bounded(
+        "CLINIC_LOCAL_LISTENER_TIMEOUT_MS",
+        default,
+        100..=600_000,
+    )?))
+}
+
+/// How often `clinic dev` runs a custody pass (the Lambda runs one per drain invocation, once a
+/// minute).
+const RECONCILE_EVERY: Duration = Duration::from_secs(30);
+
+/// The custody reconciler beside the loop: one pass every `every` ([`RECONCILE_EVERY`] here; `clinic
+/// chaos` runs it more often) until stopped (`CLINIC_CUSTODY_*`, see docs/alarms.md). A failed pass
+/// is logged and retried next time.
+pub(crate) async fn reconcile_loop(
+    pool: Pool,
+    transport: Arc<dyn Transport>,
+    mut stop: watch::Receiver<bool>,
+    every: Duration,
+) {
+    use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig};
+    let config = match ReconcileConfig::from_env() {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::error!(error = %error, "custody reconciler not started");
+            return;
+        }
+    };
+    while !*stop.borrow() {
+        match reconcile(&pool, transport.as_ref(), &config).await {
+            Ok(report) if report.restarted + report.stuck > 0 => tracing::warn!(?report, "custody pass"),
+            Ok(_) => {}
+            Err(error) => tracing::warn!(error = %error, "custody pass failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => break,
+        }
+    }
 }
 
 async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_sqs::Client)> {
@@ -106,54 +159,15 @@ async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_s
     Ok((SqsTransport::from_config(client.clone(), &config), urls, client))
 }
 
-/// Long-polls one queue and runs each batch through the listener Lambda's handler.
+/// Long-polls one queue and runs each batch through the listener Lambda's handler
+/// ([`crate::sqs_consumer`]).
 async fn consume(
     client: aws_sdk_sqs::Client,
     queue_url: String,
     state: Arc<clinic_listener::State>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    while !*stop.borrow() {
-        let received = tokio::select! {
-            received = client.receive_message().queue_url(&queue_url).max_number_of_messages(10)
-                .wait_time_seconds(1).message_attribute_names("All").send() => received,
-            _ = stop.changed() => break,
-        };
-        let messages = match received {
-            Ok(output) => output.messages.unwrap_or_default(),
-            Err(error) => {
-                tracing::warn!(error = %error, "receiving from SQS failed; retrying");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            }
-        };
-        if messages.is_empty() {
-            continue;
-        }
-        let mut event = SqsEvent::default();
-        for message in &messages {
-            let mut record = SqsMessage::default();
-            record.message_id = message.message_id.clone();
-            record.receipt_handle = message.receipt_handle.clone();
-            record.body = message.body.clone();
-            event.records.push(record);
-        }
-        let lambda_event = lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default());
-        let failed: Vec<String> = match clinic_listener::handle(&state, lambda_event).await {
-            Ok(response) => response.batch_item_failures.into_iter().map(|f| f.item_identifier).collect(),
-            Err(_) => messages.iter().filter_map(|m| m.message_id.clone()).collect(),
-        };
-        for message in messages {
-            if message.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                continue; // left for redelivery after the visibility timeout
-            }
-            if let Some(handle) = message.receipt_handle {
-                if let Err(error) =
-                    client.delete_message().queue_url(&queue_url).receipt_handle(handle).send().await
-                {
-                    tracing::warn!(error = %error, "deleting a handled message failed; it will be redelivered");
-                }
-            }
-        }
-    }
+    let options = crate::sqs_consumer::ConsumerOptions::default();
+    let quiet = Arc::new(crate::sqs_consumer::Quiet);
+    crate::sqs_consumer::consume(client, queue_url, state, options, quiet, stop).await;
 }

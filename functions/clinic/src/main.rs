@@ -6,6 +6,7 @@ mod commands;
 mod dev_dispatcher;
 mod local_pg;
 mod settings;
+mod sqs_consumer;
 
 use clap::{Parser, Subcommand};
 

@@ -12,12 +12,17 @@
 //!   the retention. Neither starts listeners: the running dispatcher picks up new events. `deliver`
 //!   sends the notifications the listeners' fast path left behind (leftovers, retries whose backoff
 //!   ended, and `uncertain` rows under the resend policy; see docs/delivery.md).
+//!   `reconcile` runs one custody pass: it restarts listener starts whose receipt is overdue and
+//!   hands the ones that stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
+//!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
+//!   dispatcher's own one-minute schedule carries it.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
 use clinic_core::dispatch::{Dispatcher, DrainReport};
+use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig, ReconcileReport};
 use clinic_core::housekeeping::reminders::{ReminderConfig, ReminderReport};
 use clinic_core::housekeeping::retention::{RetentionConfig, SweepReport};
 use lambda_runtime::{Error, LambdaEvent};
@@ -44,11 +49,13 @@ pub enum Mode {
     Sweep,
     /// Send due notifications (leftovers and retries) through the configured providers.
     Deliver,
+    /// Restart listener starts whose receipt is overdue (custody), through this function's transport.
+    Reconcile,
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep` or `deliver` (see
-    /// [`Mode`]); an event's `detail.mode` overrides it per invocation.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep`, `deliver` or
+    /// `reconcile` (see [`Mode`]); an event's `detail.mode` overrides it per invocation.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
@@ -56,10 +63,11 @@ impl Mode {
             Some("reminders") => Ok(Mode::Reminders),
             Some("sweep") => Ok(Mode::Sweep),
             Some("deliver") => Ok(Mode::Deliver),
+            Some("reconcile") => Ok(Mode::Reconcile),
             Some(other) => Err(ConfigError::Invalid {
                 name: "CLINIC_DISPATCH_MODE",
                 value: other.to_owned(),
-                message: "expected `drain`, `once`, `reminders`, `sweep` or `deliver`".into(),
+                message: "expected `drain`, `once`, `reminders`, `sweep`, `deliver` or `reconcile`".into(),
             }),
         }
     }
@@ -81,15 +89,17 @@ pub struct Housekeeping {
     pub retention: RetentionConfig,
     /// The `deliver` mode's sender (`None`: that mode sends nothing).
     pub delivery: Option<clinic_core::delivery::Sender>,
+    pub reconcile: ReconcileConfig,
 }
 
 impl Housekeeping {
-    /// `CLINIC_REMINDER_LEAD_HOURS` and `CLINIC_RETENTION_*`.
+    /// `CLINIC_REMINDER_LEAD_HOURS`, `CLINIC_RETENTION_*` and `CLINIC_CUSTODY_*`.
     pub fn from_env() -> Result<Self, ConfigError> {
         Ok(Self {
             reminders: ReminderConfig::from_env()?,
             retention: RetentionConfig::from_env()?,
             delivery: None,
+            reconcile: ReconcileConfig::from_env()?,
         })
     }
 }
@@ -107,6 +117,7 @@ pub struct Answer {
     pub swept: Option<SweepReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered: Option<clinic_core::delivery::SendReport>,
+    pub reconciled: Option<ReconcileReport>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -126,11 +137,27 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
 /// Handles one scheduled tick.
 pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
-    let mut answer =
-        Answer { mode, report: DrainReport::default(), reminders: None, swept: None, delivered: None };
+    let mut answer = Answer {
+        mode,
+        report: DrainReport::default(),
+        reminders: None,
+        swept: None,
+        delivered: None,
+        reconciled: None,
+    };
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
+            // One custody pass per scheduled drain (the function's single slot is taken by the drain
+            // almost all the time, so a separate schedule would mostly be throttled). A failed pass
+            // is logged and the drain goes on.
+            let transport = state.dispatcher.transport();
+            match reconcile(pool, transport.as_ref(), &state.housekeeping.reconcile).await {
+                Ok(report) => answer.reconciled = Some(report),
+                Err(error) => {
+                    tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
+                }
+            }
             answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await
         }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
@@ -148,6 +175,11 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
             if let Some(sender) = &state.housekeeping.delivery {
                 answer.delivered = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
             }
+        }
+        Mode::Reconcile => {
+            let config = &state.housekeeping.reconcile;
+            let transport = state.dispatcher.transport();
+            answer.reconciled = Some(reconcile(pool, transport.as_ref(), config).await?);
         }
     }
     let report = answer.report;
@@ -175,6 +207,7 @@ mod tests {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), Some(Mode::Reminders));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "deliver"})), Some(Mode::Deliver));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "reconcile"})), Some(Mode::Reconcile));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }

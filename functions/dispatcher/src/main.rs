@@ -8,7 +8,7 @@ use clinic_core::db::connect_pool;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_dispatcher::{handle, Housekeeping, Mode, State};
-use clinic_sqs::{build_client, SqsConfig, SqsTransport};
+use clinic_sqs::{build_client_with, SqsConfig, SqsTimeouts, SqsTransport};
 use lambda_runtime::{service_fn, LambdaEvent};
 
 #[tokio::main]
@@ -18,7 +18,8 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let config = DispatchConfig::from_env()?;
     let sqs = SqsConfig::from_env()?;
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
-    let transport = SqsTransport::from_config(build_client(sqs.endpoint.as_deref()).await, &sqs);
+    let client = build_client_with(sqs.endpoint.as_deref(), SqsTimeouts::from_env()?).await;
+    let transport = SqsTransport::from_config(client, &sqs);
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
         .with_listen(database.url.clone(), database.ca_file.clone())
         .with_metrics(clinic_core::metrics::MetricsMode::from_env()?);

@@ -14,7 +14,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
-    let mut state = State::new(pool.clone());
+    let mut state = State::from_env(pool.clone())?;
     // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
         let config = DeliveryConfig::from_env("ses,sns")?;

@@ -141,6 +141,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "staff_lists",
         sql: include_str!("../../../migrations/V7__staff_lists.sql"),
     },
+    Migration {
+        version: 8,
+        name: "custody_and_timeouts",
+        sql: include_str!("../../../migrations/V8__custody_and_timeouts.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

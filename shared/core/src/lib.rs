@@ -17,7 +17,8 @@ pub mod housekeeping;
 pub mod http;
 pub mod ids;
 pub mod listeners;
-pub mod metrics;
+/// The dispatcher's metrics (they live in [`dispatch::metrics`]; this path is kept for callers).
+pub use dispatch::metrics;
 /// The old path of the listeners' notification seam, kept so callers written against it compile;
 /// new code uses [`listeners::notify`] (the seam) and [`delivery`] (sending).
 pub mod notifications {

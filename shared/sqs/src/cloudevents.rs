@@ -5,7 +5,7 @@
 //! resource id, `time` = `occurredAt`, `datacontenttype` "application/json", `data` = the envelope, and
 //! the extensions `tenantid` (workspace id), `correlationid`, `causationid` and `listener`.
 //!
-//! [`parse_message`] is strict: a body that is not such a document, names an unknown listener, or whose
+//! [`parse_message`] (and [`parse_cloud_event`]) is strict: a body that is not such a document, names an unknown listener, or whose
 //! attributes disagree with its envelope is a [`MessageError`] — permanent for that message.
 
 use chrono::{DateTime, Utc};
@@ -44,7 +44,7 @@ pub fn to_cloud_event(envelope: &Envelope, listener: Listener, source_prefix: &s
     CloudEvent {
         specversion: SPEC_VERSION.into(),
         id: envelope.id.to_string(),
-        source: format!("{}/workspaces/{}", source_prefix.trim_end_matches('/'), envelope.workspace_id),
+        source: clinic_core::listeners::event_source(source_prefix, envelope.workspace_id),
         event_type: cloud_event_type(envelope),
         subject: envelope.resource_id.to_string(),
         time: envelope.occurred_at,
@@ -84,6 +84,12 @@ impl MessageError {
 
 /// Reads a message body back into the listener to run and the envelope to run it for.
 pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
+    parse_cloud_event(body).map(|(listener, event)| (listener, event.data))
+}
+
+/// Like [`parse_message`], keeping the whole CloudEvent (its `source` is checked by the listener
+/// against the event log, see `clinic_core::listeners::pointer`).
+pub fn parse_cloud_event(body: &str) -> Result<(Listener, CloudEvent), MessageError> {
     let event: CloudEvent = serde_json::from_str(body).map_err(|e| {
         // serde_json's message names the field and position, never the value of a string.
         MessageError::Malformed(format!("line {} column {}: {}", e.line(), e.column(), e.classify_name()))
@@ -93,11 +99,11 @@ pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
     }
     let listener =
         Listener::parse(&event.listener).ok_or(MessageError::UnknownListener(event.listener.clone()))?;
-    let envelope = event.data;
+    let envelope = &event.data;
     if event.id != envelope.id.to_string() {
         return Err(MessageError::Inconsistent("id"));
     }
-    if event.event_type != cloud_event_type(&envelope) {
+    if event.event_type != cloud_event_type(envelope) {
         return Err(MessageError::Inconsistent("type"));
     }
     if event.tenantid != envelope.workspace_id.to_string() {
@@ -106,7 +112,7 @@ pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
     if event.subject != envelope.resource_id.to_string() {
         return Err(MessageError::Inconsistent("subject"));
     }
-    Ok((listener, envelope))
+    Ok((listener, event))
 }
 
 trait ClassifyName {

@@ -1,8 +1,9 @@
 //! Queue URLs and client construction, read once at start-up.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use clinic_core::config::{var, ConfigError};
+use clinic_core::config::{millis, var, ConfigError};
 use clinic_core::listeners::Listener;
 
 /// The queue of every listener.
@@ -67,10 +68,62 @@ impl SqsConfig {
     }
 }
 
-/// An SQS client from the standard AWS configuration chain, with an optional endpoint override.
-/// Build it once per process.
+/// How long an SQS call may take. Both stay well below the dispatcher's lease
+/// (`CLINIC_DISPATCH_LEASE_MS`, 30 s): a hung call ends as an *unavailable* start (the row is held,
+/// not buried) long before another dispatcher could take the claim over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SqsTimeouts {
+    /// `CLINIC_SQS_OPERATION_TIMEOUT_MS` (default 10000, 100–25000): one operation, retries included.
+    pub operation: Duration,
+    /// `CLINIC_SQS_ATTEMPT_TIMEOUT_MS` (default 3000, 50–25000): one HTTP attempt of it.
+    pub attempt: Duration,
+    /// `CLINIC_SQS_CONNECT_TIMEOUT_MS` (default 2000, 50–25000): opening a connection.
+    pub connect: Duration,
+}
+
+impl Default for SqsTimeouts {
+    fn default() -> Self {
+        Self {
+            operation: Duration::from_secs(10),
+            attempt: Duration::from_secs(3),
+            connect: Duration::from_secs(2),
+        }
+    }
+}
+
+impl SqsTimeouts {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let timeouts = Self {
+            operation: millis("CLINIC_SQS_OPERATION_TIMEOUT_MS", 10_000, 100..=25_000)?,
+            attempt: millis("CLINIC_SQS_ATTEMPT_TIMEOUT_MS", 3_000, 50..=25_000)?,
+            connect: millis("CLINIC_SQS_CONNECT_TIMEOUT_MS", 2_000, 50..=25_000)?,
+        };
+        if timeouts.attempt > timeouts.operation {
+            return Err(ConfigError::Invalid {
+                name: "CLINIC_SQS_ATTEMPT_TIMEOUT_MS",
+                value: timeouts.attempt.as_millis().to_string(),
+                message: "must not exceed CLINIC_SQS_OPERATION_TIMEOUT_MS".into(),
+            });
+        }
+        Ok(timeouts)
+    }
+}
+
+/// An SQS client from the standard AWS configuration chain, with an optional endpoint override and
+/// the default [`SqsTimeouts`]. Build it once per process.
 pub async fn build_client(endpoint: Option<&str>) -> aws_sdk_sqs::Client {
-    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    build_client_with(endpoint, SqsTimeouts::default()).await
+}
+
+/// [`build_client`] with explicit timeouts.
+pub async fn build_client_with(endpoint: Option<&str>, timeouts: SqsTimeouts) -> aws_sdk_sqs::Client {
+    let timeout_config = aws_config::timeout::TimeoutConfig::builder()
+        .operation_timeout(timeouts.operation)
+        .operation_attempt_timeout(timeouts.attempt)
+        .connect_timeout(timeouts.connect)
+        .build();
+    let mut loader =
+        aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeout_config);
     if let Some(endpoint) = endpoint {
         loader = loader.endpoint_url(endpoint);
     }

@@ -24,9 +24,16 @@
 //!   envelope: no health data ever reaches a queue.
 //! - Starts are sent with SendMessageBatch, at most 10 entries a call; each entry's result maps back to
 //!   exactly its start, so a per-entry failure retries only that listener.
+//! - A call that did not reach SQS or that SQS refused as a whole for its own state (timeout,
+//!   connection error, internal error, throttling) answers *unavailable* starts: the dispatcher holds
+//!   those rows without spending attempts. Per-entry rejections count as per-message failures. A
+//!   per-queue breaker ([`breaker`]) stops calling a queue after repeated unavailable calls and lets
+//!   one probe through per cool-down (doubling, at most 30 s).
+//! - Calls are bounded by [`SqsTimeouts`] (operation and attempt timeouts below the lease).
 //! - FIFO queues (URL ends in `.fifo`) get MessageGroupId = the resource id (per-resource order) and
 //!   MessageDeduplicationId = `"{event_id}:{listener}"`.
 
+mod breaker;
 pub mod cloudevents;
 mod config;
 pub mod queues;
@@ -34,6 +41,6 @@ pub mod queues;
 pub mod testing;
 mod transport;
 
-pub use cloudevents::{parse_message, to_cloud_event, CloudEvent, MessageError};
-pub use config::{build_client, queue_url_var, QueueMap, SqsConfig};
+pub use cloudevents::{parse_cloud_event, parse_message, to_cloud_event, CloudEvent, MessageError};
+pub use config::{build_client, build_client_with, queue_url_var, QueueMap, SqsConfig, SqsTimeouts};
 pub use transport::SqsTransport;

@@ -3,11 +3,14 @@
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
+use std::sync::Arc;
+
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 use clinic_core::dispatch::{Start, StartError, StartResult, Transport};
 use clinic_core::listeners::Listener;
 
+use crate::breaker::Breakers;
 use crate::cloudevents::to_cloud_event;
 use crate::config::{QueueMap, SqsConfig};
 
@@ -20,11 +23,33 @@ pub struct SqsTransport {
     client: aws_sdk_sqs::Client,
     queues: QueueMap,
     source_prefix: String,
+    breakers: Arc<Breakers>,
+}
+
+/// True when a whole-call error says SQS (or the way to it) is unreachable or throttling rather than
+/// that this call is wrong: timeouts, connection failures, unparseable answers, internal errors,
+/// throttling (also KMS's). A missing or forbidden queue is not an outage: it is retried and counts
+/// toward `dead` like any other refusal (and alarms).
+fn is_unavailable<E: ProvideErrorMetadata>(
+    error: &SdkError<E, aws_sdk_sqs::config::http::HttpResponse>,
+) -> bool {
+    match error {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::ServiceError(service) => {
+            let code = service.err().code().unwrap_or_default();
+            service.raw().status().as_u16() >= 500
+                || code.contains("Throttl")
+                || code.contains("ServiceUnavailable")
+                || code.contains("InternalError")
+                || code.contains("InternalFailure")
+        }
+        _ => false,
+    }
 }
 
 impl SqsTransport {
     pub fn new(client: aws_sdk_sqs::Client, queues: QueueMap, source_prefix: impl Into<String>) -> Self {
-        Self { client, queues, source_prefix: source_prefix.into() }
+        Self { client, queues, source_prefix: source_prefix.into(), breakers: Arc::default() }
     }
 
     pub fn from_config(client: aws_sdk_sqs::Client, config: &SqsConfig) -> Self {
@@ -68,11 +93,19 @@ impl SqsTransport {
                 Err(error) => results[position] = Some(Err(error)),
             }
         }
-        if !entries.is_empty() {
+        if !entries.is_empty() && !self.breakers.allows(url) {
+            for slot in results.iter_mut().filter(|slot| slot.is_none()) {
+                *slot = Some(Err(StartError::unavailable(
+                    "sqs_breaker_open",
+                    "queue breaker open; probing later",
+                )));
+            }
+        } else if !entries.is_empty() {
             let sent =
                 self.client.send_message_batch().queue_url(url).set_entries(Some(entries)).send().await;
             match sent {
                 Ok(output) => {
+                    self.breakers.record(url, false);
                     for ok in output.successful() {
                         if let Some(slot) = ok.id().parse::<usize>().ok().and_then(|i| results.get_mut(i)) {
                             *slot = Some(Ok(Some(ok.message_id().to_owned())));
@@ -91,8 +124,15 @@ impl SqsTransport {
                     let code =
                         error.code().map_or_else(|| "sqs_unreachable".to_owned(), |c| format!("sqs_{c}"));
                     let message = DisplayErrorContext(&error).to_string();
+                    let unavailable = is_unavailable(&error);
+                    self.breakers.record(url, unavailable);
+                    let error = if unavailable {
+                        StartError::unavailable(code, message)
+                    } else {
+                        StartError::retryable(code, message)
+                    };
                     for slot in results.iter_mut().filter(|slot| slot.is_none()) {
-                        *slot = Some(Err(StartError::retryable(code.clone(), message.clone())));
+                        *slot = Some(Err(error.clone()));
                     }
                 }
             }
@@ -124,8 +164,10 @@ impl Transport for SqsTransport {
         for (listener, group) in &by_listener {
             let Some(url) = self.queues.url(*listener) else {
                 for (index, _) in group {
-                    results[*index] =
-                        Some(Err(StartError::retryable("sqs_no_queue", format!("no queue for {listener}"))));
+                    results[*index] = Some(Err(StartError::unavailable(
+                        "sqs_no_queue",
+                        format!("no queue for {listener}"),
+                    )));
                 }
                 continue;
             };

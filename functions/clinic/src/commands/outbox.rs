@@ -39,6 +39,22 @@ enum OutboxCommand {
     /// Delete finished outbox rows, listener starts and receipts older than the retention, expired
     /// idempotency keys and reminder claims of long-past start times (docs/retention.md).
     Sweep(SweepArgs),
+    /// (event, listener) pairs still missing their receipt: the ones the custody reconciler gave up
+    /// on, or with --all every overdue one (replay the event for that listener to start it afresh).
+    Unsettled(UnsettledArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct UnsettledArgs {
+    /// Also the pairs the reconciler is still restarting (not only the stuck ones).
+    #[arg(long)]
+    all: bool,
+    /// Only pairs started at least this many seconds ago.
+    #[arg(long, default_value_t = 0)]
+    older_than_secs: u64,
+    /// Pairs listed (1–1000).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+    limit: i64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -102,7 +118,7 @@ struct ReplayArgs {
 
 #[derive(Debug, clap::Args)]
 struct SweepArgs {
-    /// Overrides CLINIC_RETENTION_HOURS (default 168).
+    /// Overrides CLINIC_RETENTION_HOURS (default 360).
     #[arg(long)]
     retention_hours: Option<u64>,
     /// Overrides CLINIC_RETENTION_BATCH (default 1000): rows examined per statement.
@@ -122,6 +138,7 @@ pub async fn run(args: OutboxArgs) -> anyhow::Result<()> {
         OutboxCommand::Discard(args) => act(ActionKind::Discard, args, None).await,
         OutboxCommand::Stats(args) => stats(args).await,
         OutboxCommand::Sweep(args) => sweep(args).await,
+        OutboxCommand::Unsettled(args) => unsettled(args).await,
     }
 }
 
@@ -246,4 +263,14 @@ async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
     let (pool, _cluster) = pool().await?;
     let report = retention::sweep(&pool, &config, clinic_core::domain::values::now()).await?;
     print(serde_json::to_value(report)?)
+}
+
+async fn unsettled(args: UnsettledArgs) -> anyhow::Result<()> {
+    let (pool, _cluster) = pool().await?;
+    let client = pool.get().await?;
+    let older = std::time::Duration::from_secs(args.older_than_secs);
+    let pairs =
+        clinic_core::housekeeping::reconcile::list_unsettled(&client, None, older, args.all, args.limit)
+            .await?;
+    print(serde_json::json!({ "items": pairs }))
 }

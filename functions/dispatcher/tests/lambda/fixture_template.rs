@@ -80,7 +80,7 @@ fn every_listener_has_a_queue_a_dead_letter_queue_and_a_consumer() {
         let dispatcher_role = resource("DispatcherRole");
         assert!(dispatcher_role.contains(&format!("- !GetAtt {stem}Queue.Arn")));
     }
-    assert_eq!(count("Type: AWS::SQS::Queue"), 2 * Listener::ALL.len(), "no stray queues");
+    assert_eq!(count("Type: AWS::SQS::Queue\n"), 2 * Listener::ALL.len(), "no stray queues");
     assert_eq!(count("Binary: clinic-listener"), Listener::ALL.len());
 }
 
@@ -106,4 +106,47 @@ fn number_after(text: &str, key: &str) -> u64 {
         .collect::<String>()
         .parse()
         .unwrap_or_else(|_| panic!("{key:?} is not followed by a number"))
+}
+
+#[test]
+fn only_the_dispatcher_can_send_to_a_listener_queue() {
+    for listener in Listener::ALL {
+        let stem = camel(*listener);
+        let policy = resource(&format!("{stem}QueuePolicy"));
+        assert!(policy.contains("Type: AWS::SQS::QueuePolicy"), "{stem}QueuePolicy");
+        assert!(policy.contains(&format!("- !Ref {stem}Queue")), "{stem}QueuePolicy applies to {stem}Queue");
+        // Everyone but the dispatcher (and the optional redrive role) is denied SendMessage …
+        let deny = policy.split("- Sid: OnlyTheDispatcherSends").nth(1).expect("a deny statement");
+        let deny = deny.split("- Sid:").next().unwrap();
+        for line in [
+            "Effect: Deny",
+            "Principal: \"*\"",
+            "Action: sqs:SendMessage",
+            "ArnNotEquals:",
+            "aws:PrincipalArn: !If",
+            "- [!GetAtt DispatcherRole.Arn, !Ref ListenerRedriveRoleArn]",
+            "- [!GetAtt DispatcherRole.Arn]",
+        ] {
+            assert!(deny.contains(line), "{stem}QueuePolicy deny lacks {line:?}");
+        }
+        assert!(
+            deny.contains(&format!("Resource: !GetAtt {stem}Queue.Arn")),
+            "{stem}QueuePolicy deny resource"
+        );
+        // … and the dispatcher is allowed it.
+        let allow = policy.split("- Sid: TheDispatcherSends").nth(1).expect("an allow statement");
+        for line in ["Effect: Allow", "AWS: !GetAtt DispatcherRole.Arn", "Action: sqs:SendMessage"] {
+            assert!(allow.contains(line), "{stem}QueuePolicy allow lacks {line:?}");
+        }
+        // The dead-letter queue stays without such a policy, so SQS's redrive into it still works,
+        // and the listener checks the same source the dispatcher publishes.
+        assert!(!TEMPLATE.contains(&format!("- !Ref {stem}DeadLetterQueue\n      PolicyDocument")));
+        let function = resource(&format!("{stem}Function"));
+        assert!(
+            function.contains("CLINIC_CLOUDEVENTS_SOURCE: !Sub /clinic/${AWS::StackName}"),
+            "{stem}Function"
+        );
+    }
+    assert_eq!(count("Type: AWS::SQS::QueuePolicy"), Listener::ALL.len(), "one policy per listener queue");
+    assert!(TEMPLATE.contains("HasListenerRedriveRole: !Not [!Equals [!Ref ListenerRedriveRoleArn, \"\"]]"));
 }

@@ -92,7 +92,8 @@ async fn a_fixture_batch_runs_the_listener_and_fails_only_the_poison_message() {
 
     // As in AWS: the listener connects as the restricted clinic_app role.
     let pool = clinic_core::db::connect_pool(&app.db.url_for_role("clinic_app"), 2, None).expect("pool");
-    let state = State::new(pool);
+    // The fixture's bodies were published by the stack `clinic-prod` (source `/clinic/clinic-prod/…`).
+    let state = State::new(pool).with_source_prefix("/clinic/clinic-prod");
 
     let answer = handle(&state, LambdaEvent::new(batch_for(&envelopes), Context::default()))
         .await

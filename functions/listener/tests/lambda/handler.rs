@@ -113,7 +113,7 @@ impl Notifier for Down {
 #[tokio::test]
 async fn a_retryable_failure_is_reported_and_a_redelivery_then_succeeds() {
     let (db, event) = booked().await;
-    let down = State { pool: db.pool.clone(), notifier: Arc::new(Down), concurrency: 2, sender: None };
+    let down = State::new(db.pool.clone()).with_notifier(Arc::new(Down)).with_concurrency(2);
     let records = [(
         "r1".to_owned(),
         body(&event, Listener::PatientBookingConfirmation),

@@ -3,3 +3,4 @@
 
 mod fixture_sqs_batch;
 mod handler;
+mod untrusted;

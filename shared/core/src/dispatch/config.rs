@@ -27,6 +27,14 @@ pub struct DispatchConfig {
     /// `CLINIC_DISPATCH_POLL_MS` (default 500, 10–60000): the safety-net poll while idle, for
     /// wake-ups that were not sent or not received.
     pub poll_interval: Duration,
+    /// `CLINIC_DISPATCH_PROBE_MAX_MS` (default 30000, 10–30000): the longest wait between probes of
+    /// a transport that is down (every start of a step failed as unavailable). The wait starts at the
+    /// backoff base and doubles per failed probe up to this; rows keep their attempts meanwhile.
+    pub probe_max: Duration,
+    /// `CLINIC_DISPATCH_UNKNOWN_RETRY_MS` (default 30000, 100–3600000): how long a row naming an
+    /// event type or listener this build does not know (a newer build's, mid-deploy) is held before
+    /// it is claimed again. Such rows never spend attempts and are never buried.
+    pub unknown_retry: Duration,
 }
 
 impl Default for DispatchConfig {
@@ -42,6 +50,8 @@ impl Default for DispatchConfig {
             max_attempts: 10,
             window: Duration::from_secs(50),
             poll_interval: Duration::from_millis(500),
+            probe_max: Duration::from_secs(30),
+            unknown_retry: Duration::from_secs(30),
         }
     }
 }
@@ -61,6 +71,8 @@ impl DispatchConfig {
             max_attempts: bounded("CLINIC_DISPATCH_MAX_ATTEMPTS", 10, 1..=1000)? as i32,
             window: Duration::from_secs(bounded("CLINIC_DISPATCH_WINDOW_SECS", 50, 1..=890)?),
             poll_interval: millis("CLINIC_DISPATCH_POLL_MS", 500, 10..=60_000)?,
+            probe_max: millis("CLINIC_DISPATCH_PROBE_MAX_MS", 30_000, 10..=30_000)?,
+            unknown_retry: millis("CLINIC_DISPATCH_UNKNOWN_RETRY_MS", 30_000, 100..=3_600_000)?,
         };
         if config.backoff.cap < config.backoff.base {
             return Err(ConfigError::Invalid {

@@ -5,12 +5,16 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 
-use super::lifecycle::{emit, emit_unreadable_dead, Transition};
+use std::collections::HashSet;
+
+use super::lifecycle::{emit, emit_outcome, Transition};
+use super::outage::Outage;
+use super::outcome::{Fate, RowOutcome};
 use super::transport::{Start, StartError, StartResult, Transport};
 use super::{DispatchConfig, DispatchError, ListenSource, StepOutcome, StepReport};
 use crate::ids::EventId;
 use crate::listeners::Listener;
-use crate::outbox::{self, Claim, Failure, FailureMark, StartRecord};
+use crate::outbox::{self, Claim, Claimed, Failure, FailureMark, StartRecord};
 
 /// Claims due outbox rows and starts their listeners through a [`Transport`].
 ///
@@ -24,8 +28,10 @@ pub struct Dispatcher {
     pub(super) id: String,
     pub(super) listen: Option<ListenSource>,
     pub(super) listening: tokio::sync::Mutex<Option<super::drain::Listening>>,
-    /// EMF metrics of the steps (see [`crate::metrics`]); flushed by the drain loops.
-    pub(super) metrics: crate::metrics::Recorder,
+    /// EMF metrics of the steps (see [`super::metrics`]); flushed by the drain loops.
+    pub(super) metrics: super::metrics::Recorder,
+    /// The transport outage in progress, if any (see [`super::outage`]).
+    pub(super) outage: Outage,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -44,6 +50,20 @@ struct RowResult {
     successes: Vec<(Listener, Option<String>)>,
 }
 
+impl RowResult {
+    /// Every failure said the transport was unavailable (none was about the message).
+    fn only_unavailable(&self) -> bool {
+        !self.failures.is_empty() && self.failures.iter().all(|(_, e)| e.unavailable)
+    }
+}
+
+/// What the mark intends for one row, before the fenced statements say whether it landed.
+struct Plan {
+    outcome: RowOutcome,
+    /// `None`: dispatched; `Some`: the failure mark to write.
+    failure: Option<FailureMark>,
+}
+
 impl Dispatcher {
     /// A dispatcher with a fresh id (`dispatcher-<ULID>`); polls only, until [`Dispatcher::with_listen`].
     pub fn new(pool: Pool, transport: Arc<dyn Transport>, config: DispatchConfig) -> Self {
@@ -54,13 +74,14 @@ impl Dispatcher {
             id: format!("dispatcher-{}", crate::ids::new_ulid()),
             listen: None,
             listening: tokio::sync::Mutex::new(None),
-            metrics: crate::metrics::Recorder::default(),
+            metrics: super::metrics::Recorder::default(),
+            outage: Outage::default(),
         }
     }
 
     /// How metrics are emitted (`CLINIC_METRICS`: EMF lines on stdout, the default, or off).
-    pub fn with_metrics(mut self, mode: crate::metrics::MetricsMode) -> Self {
-        self.metrics = crate::metrics::Recorder::new(mode);
+    pub fn with_metrics(mut self, mode: super::metrics::MetricsMode) -> Self {
+        self.metrics = super::metrics::Recorder::new(mode);
         self
     }
 
@@ -84,9 +105,21 @@ impl Dispatcher {
         &self.config
     }
 
+    /// The transport the dispatcher starts listeners through (the custody reconciler restarts
+    /// through the same one).
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.transport
+    }
+
     /// The pool the dispatcher works on (scheduled housekeeping shares it).
     pub fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// While the transport is down: how long until the next probe (the drain loops wait this long
+    /// before the next step). `None` when the transport answered last time.
+    pub fn outage_pause(&self) -> Option<std::time::Duration> {
+        self.outage.pause()
     }
 
     /// Claims one batch, starts its listeners, marks the rows. `Idle` when nothing was due.
@@ -105,7 +138,10 @@ impl Dispatcher {
     /// Unit 1: one statement claims the batch.
     async fn claim(&self) -> Result<Claim, DispatchError> {
         let client = self.pool.get().await?;
-        let claim = outbox::claim(&client, self.config.batch, self.config.lease, &self.id).await?;
+        let config = &self.config;
+        let claim =
+            outbox::claim_with_ceiling(&client, config.batch, config.lease, &self.id, config.max_attempts)
+                .await?;
         for row in &claim.rows {
             let (transition, outcome) = if row.lease_expired {
                 (Transition::LeaseExpired, "reclaimed")
@@ -153,124 +189,179 @@ impl Dispatcher {
         results
     }
 
-    /// Unit 3: fenced marks. A fully successful batch is one statement; failures add one statement
-    /// each for the starts to remember and the rows to retry or bury, in one transaction.
+    /// Unit 3: fenced marks. A fully successful batch is one statement (starts and `dispatched`
+    /// together); failures add one statement for the rows to retry, hold or bury, in one transaction.
+    /// One [`RowOutcome`] per row comes out; report, metrics and facts are folds over them.
     async fn mark(&self, claim: &Claim, results: Vec<RowResult>) -> Result<StepReport, DispatchError> {
-        let mut report =
-            StepReport { claimed: claim.rows.len() + claim.unreadable.len(), ..StepReport::default() };
-        let mut done: Vec<EventId> = Vec::new();
+        let outage = self.outage_of(&results);
+        let mut plans: Vec<Plan> = Vec::with_capacity(claim.len());
         let mut starts: Vec<StartRecord> = Vec::new();
-        let mut failed: Vec<FailureMark> = Vec::new();
+        // Custody: every start is recorded unless the transport's success already meant the receipt
+        // (local); starts of rows that failed in part are recorded anyway, so a retry skips them.
+        let settled = self.transport.settles_on_start();
         for (row, result) in claim.rows.iter().zip(results) {
-            report.lease_expired += usize::from(row.lease_expired);
-            report.started += result.successes.len();
-            report.failed_starts += result.failures.len();
-            if result.failures.is_empty() {
-                done.push(row.envelope.id);
-                continue;
-            }
-            starts.extend(result.successes.into_iter().map(|(listener, message_id)| StartRecord {
-                event_id: row.envelope.id,
-                listener,
-                message_id,
+            let record = !settled || !result.failures.is_empty() || !row.unknown_listeners.is_empty();
+            starts.extend(result.successes.iter().filter(|_| record).map(|(listener, message_id)| {
+                StartRecord { event_id: row.envelope.id, listener: *listener, message_id: message_id.clone() }
             }));
-            let permanent = result.failures.iter().any(|(_, e)| e.permanent);
-            let next = if permanent || row.attempts >= self.config.max_attempts {
-                Failure::Dead
-            } else {
-                Failure::Retry(self.config.backoff.delay(row.attempts))
-            };
-            let message = result
-                .failures
-                .iter()
-                .map(|(listener, e)| format!("{listener}: {} {}", e.code, e.message))
-                .collect::<Vec<_>>()
-                .join("; ");
-            failed.push(FailureMark {
-                event_id: row.envelope.id,
-                next,
-                code: result.failures[0].1.code.clone(),
-                message,
-            });
+            plans.push(self.plan(row, &result, outage));
         }
-        for row in &claim.unreadable {
-            failed.push(FailureMark {
-                event_id: row.event_id,
-                next: Failure::Dead,
-                code: "unreadable_event".into(),
-                message: row.problem.clone(),
-            });
-        }
+        plans.extend(claim.unreadable.iter().map(|row| self.plan_unreadable(row)));
+        let done: Vec<EventId> =
+            plans.iter().filter(|p| p.failure.is_none()).map(|p| p.outcome.event_id).collect();
+        let failed: Vec<FailureMark> = plans.iter().filter_map(|p| p.failure.clone()).collect();
 
         let mut client = self.pool.get().await?;
-        let (dispatched, marked_failed) = if failed.is_empty() {
-            (outbox::mark_dispatched(&client, claim.token, &done).await?, Vec::new())
+        let marked: HashSet<EventId> = if failed.is_empty() {
+            outbox::mark_dispatched_with_starts(&client, claim.token, &done, &starts)
+                .await?
+                .into_iter()
+                .collect()
         } else {
             let tx = client.transaction().await?;
-            outbox::record_starts(&tx, &starts).await?;
-            let marked_failed = outbox::mark_failed(&tx, claim.token, &failed).await?;
-            let dispatched = outbox::mark_dispatched(&tx, claim.token, &done).await?;
+            let mut marked = outbox::mark_dispatched_with_starts(&tx, claim.token, &done, &starts).await?;
+            marked.extend(outbox::mark_failed(&tx, claim.token, &failed).await?);
             tx.commit().await?;
-            (dispatched, marked_failed)
+            marked.into_iter().collect()
         };
         drop(client);
 
-        self.metrics.record_marks(claim, &dispatched, &failed, &marked_failed);
-        self.report_marks(claim, &done, &dispatched, &failed, &marked_failed, &mut report);
-        Ok(report)
+        let mut outcomes: Vec<RowOutcome> = plans
+            .into_iter()
+            .map(|plan| {
+                let mut outcome = plan.outcome;
+                if !marked.contains(&outcome.event_id) {
+                    outcome.fate = Fate::Fenced { intended: outcome.fate.name() };
+                }
+                outcome
+            })
+            .collect();
+        outcomes.extend(claim.buried.iter().map(|row| RowOutcome {
+            event_id: row.event_id,
+            event_type: row.envelope.as_ref().map(|e| e.event_type),
+            recorded_at: row.envelope.as_ref().map(|e| e.recorded_at),
+            attempts: row.attempts,
+            lease_expired: true,
+            started: 0,
+            failed_starts: 0,
+            fate: Fate::Dead { code: "attempts_exhausted".into() },
+        }));
+
+        self.metrics.record(&outcomes);
+        for outcome in &outcomes {
+            emit_outcome(outcome);
+        }
+        Ok(StepReport::of(&outcomes))
     }
 
-    fn report_marks(
-        &self,
-        claim: &Claim,
-        done: &[EventId],
-        dispatched: &[EventId],
-        failed: &[FailureMark],
-        marked_failed: &[EventId],
-        report: &mut StepReport,
-    ) {
-        let row_of = |id: EventId| claim.rows.iter().find(|row| row.envelope.id == id);
-        // Fast path: everything marked, no lookups needed beyond the facts themselves.
-        let all_done = dispatched.len() == done.len();
-        for row in &claim.rows {
-            let id = row.envelope.id;
-            if done.contains(&id) {
-                if all_done || dispatched.contains(&id) {
-                    report.dispatched += 1;
-                    emit(Transition::Dispatched, &row.envelope, None, row.attempts, "ok");
-                } else {
-                    report.fenced += 1;
-                    emit(Transition::Fenced, &row.envelope, None, row.attempts, "dispatched");
-                }
+    /// When every start of the step failed as unavailable, the outage's probe wait; otherwise the
+    /// outage (if any) is over.
+    fn outage_of(&self, results: &[RowResult]) -> Option<std::time::Duration> {
+        let attempted = results.iter().any(|r| !r.failures.is_empty() || !r.successes.is_empty());
+        let all_down = attempted
+            && results
+                .iter()
+                .all(|r| r.successes.is_empty() && (r.failures.is_empty() || r.only_unavailable()));
+        if all_down {
+            let wait = self.outage.failed(self.config.backoff.base, self.config.probe_max);
+            tracing::warn!(dispatcher = %self.id, wait_ms = wait.as_millis() as u64,
+                "transport unavailable for every start of the step; holding the rows and probing again later");
+            Some(wait)
+        } else {
+            if attempted && self.outage.recovered() {
+                tracing::info!(dispatcher = %self.id, "transport answers again; resuming");
             }
+            None
         }
-        for mark in failed {
-            let marked = marked_failed.contains(&mark.event_id);
-            match (row_of(mark.event_id), marked, mark.next) {
-                (Some(row), true, Failure::Retry(delay)) => {
-                    report.retried += 1;
-                    let outcome = format!("{} retry_in_ms={}", mark.code, delay.as_millis());
-                    emit(Transition::Retry, &row.envelope, None, row.attempts, &outcome);
-                }
-                (Some(row), true, Failure::Dead) => {
-                    report.dead += 1;
-                    emit(Transition::Dead, &row.envelope, None, row.attempts, &mark.code);
-                }
-                (Some(row), false, _) => {
-                    report.fenced += 1;
-                    emit(Transition::Fenced, &row.envelope, None, row.attempts, &mark.code);
-                }
-                (None, true, _) => {
-                    report.dead += 1;
-                    let attempts = claim
-                        .unreadable
-                        .iter()
-                        .find(|u| u.event_id == mark.event_id)
-                        .map_or(0, |u| u.attempts);
-                    emit_unreadable_dead(mark.event_id, attempts);
-                }
-                (None, false, _) => report.fenced += 1,
-            }
+    }
+
+    fn plan(&self, row: &Claimed, result: &RowResult, outage: Option<std::time::Duration>) -> Plan {
+        let event_id = row.envelope.id;
+        let outcome = |fate| RowOutcome {
+            event_id,
+            event_type: Some(row.envelope.event_type),
+            recorded_at: Some(row.envelope.recorded_at),
+            attempts: row.attempts,
+            lease_expired: row.lease_expired,
+            started: result.successes.len(),
+            failed_starts: result.failures.len(),
+            fate,
+        };
+        let mark = |next, code: &str, message: String| FailureMark {
+            event_id,
+            next,
+            code: code.to_owned(),
+            message,
+        };
+        if result.failures.is_empty() && row.unknown_listeners.is_empty() {
+            return Plan { outcome: outcome(Fate::Dispatched), failure: None };
+        }
+        if result.failures.is_empty() {
+            let names = row.unknown_listeners.join(", ");
+            tracing::warn!(event_id = %event_id, listeners = %names,
+                "replay names listeners this build does not know; holding the row for a build that does");
+            let delay = self.config.backoff.jittered(self.config.unknown_retry);
+            let message = format!("listeners unknown to this build: {names}");
+            return Plan {
+                outcome: outcome(Fate::Held { delay, code: "unknown_listener".into() }),
+                failure: Some(mark(Failure::Hold(delay), "unknown_listener", message)),
+            };
+        }
+        let code = result.failures[0].1.code.clone();
+        let message = result
+            .failures
+            .iter()
+            .map(|(listener, e)| format!("{listener}: {} {}", e.code, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if result.only_unavailable() {
+            let delay = outage
+                .unwrap_or_else(|| self.outage.hold_delay(self.config.backoff.base, self.config.probe_max));
+            return Plan {
+                outcome: outcome(Fate::Held { delay, code: code.clone() }),
+                failure: Some(mark(Failure::Hold(delay), &code, message)),
+            };
+        }
+        let permanent = result.failures.iter().any(|(_, e)| e.permanent);
+        let (fate, next) = if permanent || row.attempts >= self.config.max_attempts {
+            (Fate::Dead { code: code.clone() }, Failure::Dead)
+        } else {
+            let delay = self.config.backoff.delay(row.attempts);
+            (Fate::Retry { delay, code: code.clone() }, Failure::Retry(delay))
+        };
+        Plan { outcome: outcome(fate), failure: Some(mark(next, &code, message)) }
+    }
+
+    fn plan_unreadable(&self, row: &outbox::Unreadable) -> Plan {
+        let (fate, next, code) = if row.unknown_to_build {
+            tracing::warn!(event_id = %row.event_id, problem = %row.problem,
+                "event unknown to this build; holding it for a build that knows it");
+            let delay = self.config.backoff.jittered(self.config.unknown_retry);
+            (
+                Fate::Held { delay, code: "unknown_event_type".into() },
+                Failure::Hold(delay),
+                "unknown_event_type",
+            )
+        } else {
+            (Fate::Dead { code: "unreadable_event".into() }, Failure::Dead, "unreadable_event")
+        };
+        Plan {
+            outcome: RowOutcome {
+                event_id: row.event_id,
+                event_type: None,
+                recorded_at: None,
+                attempts: row.attempts,
+                lease_expired: false,
+                started: 0,
+                failed_starts: 0,
+                fate,
+            },
+            failure: Some(FailureMark {
+                event_id: row.event_id,
+                next,
+                code: code.into(),
+                message: row.problem.clone(),
+            }),
         }
     }
 }

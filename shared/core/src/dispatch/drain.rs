@@ -7,6 +7,8 @@
 //!   the registration are caught by the poll.
 //! - It unregisters as soon as a step finds work and when the loop ends, so busy dispatchers cost
 //!   writers nothing.
+//! - While the transport is down (see [`Dispatcher::outage_pause`]) the loop waits for the next probe
+//!   (≤ [`super::DispatchConfig::probe_max`]) instead of claiming again at once.
 //! - No step starts after the deadline; the loop returns before the window ends (a step in flight at
 //!   the deadline finishes first — steps are short: one batch).
 //! - The `LISTEN` connection is opened lazily, kept across drains (never one per invocation) and
@@ -76,6 +78,14 @@ impl Dispatcher {
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                     if registered.take().is_some() {
                         self.unregister().await;
+                    }
+                    // The transport is down: wait for the next probe instead of spinning on it.
+                    if let Some(pause) = self.outage_pause() {
+                        let pause = remaining.map_or(pause, |r| r.min(pause));
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => {}
+                            _ = &mut shutdown => break,
+                        }
                     }
                     continue;
                 }

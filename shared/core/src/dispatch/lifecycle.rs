@@ -1,6 +1,6 @@
 //! Lifecycle facts: one structured `tracing` event per outbox transition, target `clinic::outbox`.
 //!
-//! Fields: `transition` (claimed, lease_expired, started, dispatched, retry, dead, fenced),
+//! Fields: `transition` (claimed, lease_expired, started, dispatched, retry, held, dead, fenced),
 //! `event_id`, `event_type`, `listener` (starts only), `attempt`, `age_ms` (since the event was
 //! recorded) and `outcome`. Ids, names of types and stable codes only — never health data.
 //! High-volume success transitions (claimed, started) log at DEBUG, `dispatched` at INFO, the rest at
@@ -8,7 +8,8 @@
 
 use chrono::Utc;
 
-use crate::events::Envelope;
+use super::outcome::{Fate, RowOutcome};
+use crate::events::{Envelope, EventType};
 use crate::listeners::Listener;
 
 /// An outbox transition.
@@ -19,6 +20,7 @@ pub enum Transition {
     Started,
     Dispatched,
     Retry,
+    Held,
     Dead,
     Fenced,
 }
@@ -31,6 +33,7 @@ impl Transition {
             Transition::Started => "started",
             Transition::Dispatched => "dispatched",
             Transition::Retry => "retry",
+            Transition::Held => "held",
             Transition::Dead => "dead",
             Transition::Fenced => "fenced",
         }
@@ -73,7 +76,7 @@ pub fn emit(
         Transition::Dispatched => {
             fact!(Level::INFO, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
-        Transition::LeaseExpired | Transition::Retry | Transition::Fenced => {
+        Transition::LeaseExpired | Transition::Retry | Transition::Held | Transition::Fenced => {
             fact!(Level::WARN, transition, envelope.id, event_type, listener, attempt, age_ms, outcome)
         }
         Transition::Dead => {
@@ -82,14 +85,29 @@ pub fn emit(
     }
 }
 
-/// The `dead` fact of a row whose event this build cannot read (no envelope to describe it).
-pub fn emit_unreadable_dead(event_id: crate::ids::EventId, attempt: i32) {
-    tracing::error!(
-        target: "clinic::outbox",
-        transition = Transition::Dead.as_str(),
-        event_id = %event_id,
-        attempt,
-        outcome = "unreadable_event",
-        "outbox transition"
-    );
+/// The fact of one row's outcome in a step (see [`RowOutcome`]); rows this build cannot read have
+/// no type or age.
+pub fn emit_outcome(row: &RowOutcome) {
+    use tracing::Level;
+    let (transition, outcome) = match &row.fate {
+        Fate::Dispatched => (Transition::Dispatched, "ok".to_owned()),
+        Fate::Retry { delay, code } => {
+            (Transition::Retry, format!("{code} retry_in_ms={}", delay.as_millis()))
+        }
+        Fate::Held { delay, code } => (Transition::Held, format!("{code} retry_in_ms={}", delay.as_millis())),
+        Fate::Dead { code } => (Transition::Dead, code.clone()),
+        Fate::Fenced { intended } => (Transition::Fenced, (*intended).to_owned()),
+    };
+    let age_ms = row.recorded_at.map(|at| (Utc::now() - at).num_milliseconds());
+    let event_type = row.event_type.map(EventType::as_str);
+    let (id, attempt, listener): (_, _, Option<&str>) = (row.event_id, row.attempts, None);
+    match transition {
+        Transition::Dispatched => {
+            fact!(Level::INFO, transition, id, event_type, listener, attempt, age_ms, outcome.as_str())
+        }
+        Transition::Dead => {
+            fact!(Level::ERROR, transition, id, event_type, listener, attempt, age_ms, outcome.as_str())
+        }
+        _ => fact!(Level::WARN, transition, id, event_type, listener, attempt, age_ms, outcome.as_str()),
+    }
 }

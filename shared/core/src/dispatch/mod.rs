@@ -10,7 +10,15 @@
 //! - A crash anywhere loses nothing: unmarked rows are claimed again when their lease ends and
 //!   listener receipts absorb the duplicate starts.
 //! - Step outcomes are values ([`StepOutcome`]) so tests drain deterministically, without sleeping.
-//! - Every transition emits one lifecycle fact ([`lifecycle`]).
+//! - [`Dispatcher::step`]'s mark computes one [`RowOutcome`] per claimed row; the step report, the
+//!   metrics and the lifecycle facts ([`lifecycle`]) are folds over those outcomes.
+//! - Outages bury nothing: a row whose starts all failed as *unavailable* (the transport did not
+//!   answer, throttled, or a breaker is open) is held without spending its attempt; when a whole step
+//!   failed that way the dispatcher waits before probing again (doubling, at most
+//!   [`DispatchConfig::probe_max`]) and resumes at full speed once the transport answers. Only
+//!   per-message rejections and permanent errors count toward `dead`.
+//! - Deploy-safe: a row whose event type or `only_listeners` this build does not know is held for
+//!   [`DispatchConfig::unknown_retry`] (logged), never buried.
 //!
 //! Wiring (e.g. `clinic dev`): build a [`Dispatcher`] with a [`LocalTransport`] and run
 //! [`Dispatcher::run_until`] in a background task; in Lambda, [`Dispatcher::drain`] for the window.
@@ -19,12 +27,16 @@ mod config;
 mod dispatcher;
 mod drain;
 pub mod lifecycle;
+pub mod metrics;
+mod outage;
+mod outcome;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod transport;
 
 pub use config::DispatchConfig;
 pub use dispatcher::Dispatcher;
+pub use outcome::{Fate, RowOutcome};
 pub use transport::{LocalTransport, Start, StartError, StartResult, Transport};
 
 use serde::Serialize;
@@ -61,8 +73,10 @@ pub struct StepReport {
     pub dispatched: usize,
     /// Rows marked `retry`.
     pub retried: usize,
-    /// Rows marked `dead`.
+    /// Rows marked `dead` (including rows buried at claim time).
     pub dead: usize,
+    /// Rows kept live without spending an attempt (transport unavailable, or unknown to this build).
+    pub held: usize,
     /// Rows whose mark changed nothing because another dispatcher had taken the claim over.
     pub fenced: usize,
 }
@@ -92,6 +106,7 @@ impl DrainReport {
         t.dispatched += step.dispatched;
         t.retried += step.retried;
         t.dead += step.dead;
+        t.held += step.held;
         t.fenced += step.fenced;
     }
 }

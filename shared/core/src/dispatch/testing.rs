@@ -29,6 +29,8 @@ pub fn fast_config() -> DispatchConfig {
         max_attempts: 4,
         window: Duration::from_secs(2),
         poll_interval: Duration::from_millis(100),
+        probe_max: Duration::from_millis(200),
+        unknown_retry: Duration::from_millis(200),
     }
 }
 
@@ -112,5 +114,61 @@ impl Transport for FailingTransport {
                 }
             })
             .collect()
+    }
+}
+
+/// A transport that is down (every start answers *unavailable*, `sqs_unreachable`) while its switch
+/// is on, and passes starts to an inner transport otherwise. Counts the starts asked while down.
+pub struct OutageTransport {
+    inner: Arc<dyn Transport>,
+    down: std::sync::atomic::AtomicBool,
+    asked_while_down: AtomicUsize,
+}
+
+impl std::fmt::Debug for OutageTransport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutageTransport").field("down", &self.is_down()).finish_non_exhaustive()
+    }
+}
+
+impl OutageTransport {
+    /// Starts down.
+    pub fn down(inner: Arc<dyn Transport>) -> Self {
+        Self { inner, down: std::sync::atomic::AtomicBool::new(true), asked_while_down: AtomicUsize::new(0) }
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    pub fn is_down(&self) -> bool {
+        self.down.load(Ordering::SeqCst)
+    }
+
+    /// Starts asked for while down (the probes).
+    pub fn asked_while_down(&self) -> usize {
+        self.asked_while_down.load(Ordering::SeqCst)
+    }
+}
+
+#[async_trait]
+impl Transport for OutageTransport {
+    fn name(&self) -> &'static str {
+        "outage"
+    }
+
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        if self.is_down() {
+            self.asked_while_down.fetch_add(starts.len(), Ordering::SeqCst);
+            return starts
+                .iter()
+                .map(|_| Err(StartError::unavailable("sqs_unreachable", "connection refused")))
+                .collect();
+        }
+        self.inner.start(starts).await
+    }
+
+    fn settles_on_start(&self) -> bool {
+        self.inner.settles_on_start()
     }
 }

@@ -24,22 +24,32 @@ pub struct Start<'a> {
     pub listener: Listener,
 }
 
-/// Why a start failed. `permanent` means no retry can help (the row goes `dead` at once).
+/// Why a start failed. `permanent` means no retry can help (the row goes `dead` at once);
+/// `unavailable` means the transport itself did not answer or refused the whole call (unreachable,
+/// timed out, throttling, a breaker open) — nothing about this message — so the attempt is not spent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct StartError {
     pub code: String,
     pub message: String,
     pub permanent: bool,
+    pub unavailable: bool,
 }
 
 impl StartError {
+    /// A per-message failure worth retrying; counts toward the attempt ceiling.
     pub fn retryable(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into(), permanent: false }
+        Self { code: code.into(), message: message.into(), permanent: false, unavailable: false }
     }
 
+    /// A per-message failure no retry can help.
     pub fn permanent(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { code: code.into(), message: message.into(), permanent: true }
+        Self { code: code.into(), message: message.into(), permanent: true, unavailable: false }
+    }
+
+    /// The transport is down or throttling: the row is held without spending its attempt.
+    pub fn unavailable(code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { code: code.into(), message: message.into(), permanent: false, unavailable: true }
     }
 }
 
@@ -49,6 +59,7 @@ impl From<ListenerError> for StartError {
             code: error.code().to_owned(),
             message: error.message().to_owned(),
             permanent: error.is_permanent(),
+            unavailable: false,
         }
     }
 }
@@ -64,15 +75,26 @@ pub trait Transport: Send + Sync {
 
     /// Starts every requested workflow; one result per start, in order.
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult>;
+
+    /// True when a successful start means the listener already committed its receipt (`local`):
+    /// custody ends with the start, so the dispatcher's success path records no start rows.
+    fn settles_on_start(&self) -> bool {
+        false
+    }
 }
 
 /// Runs listeners in this process. A start succeeds only after the listener committed its receipt
 /// (with its effects), so the outbox row is marked `dispatched` only once the work is durable.
+///
+/// Each run is bounded by a timeout (default [`LocalTransport::DEFAULT_RUN_TIMEOUT`], `clinic dev`:
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS`): a run still going then is abandoned (its transaction rolls
+/// back) and the start fails with the retryable code `listener_timeout`.
 #[derive(Clone)]
 pub struct LocalTransport {
     pool: Pool,
     notifier: Arc<dyn Notifier>,
     concurrency: usize,
+    run_timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for LocalTransport {
@@ -86,7 +108,16 @@ impl LocalTransport {
     /// connections (minus one, left for the dispatcher's own marks).
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.saturating_sub(1).max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), concurrency }
+        Self { pool, notifier: Arc::new(DeliveryLog), concurrency, run_timeout: Self::DEFAULT_RUN_TIMEOUT }
+    }
+
+    /// Below the default dispatch lease (30 s), so an abandoned run is retried by the same claim.
+    pub const DEFAULT_RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Bounds each listener run by `timeout`.
+    pub fn with_run_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.run_timeout = timeout;
+        self
     }
 
     /// Uses another [`Notifier`].
@@ -108,6 +139,10 @@ impl Transport for LocalTransport {
         "local"
     }
 
+    fn settles_on_start(&self) -> bool {
+        true
+    }
+
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         let runs: Vec<futures::future::BoxFuture<'_, StartResult>> =
             starts.iter().map(|start| self.run_one(*start).boxed()).collect();
@@ -117,7 +152,16 @@ impl Transport for LocalTransport {
 
 impl LocalTransport {
     async fn run_one(&self, start: Start<'_>) -> StartResult {
-        let result = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope).await;
+        let run = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope);
+        let Ok(result) = tokio::time::timeout(self.run_timeout, run).await else {
+            return Err(StartError::retryable(
+                "listener_timeout",
+                format!(
+                    "{} for event {} ran longer than {:?}",
+                    start.listener, start.envelope.id, self.run_timeout
+                ),
+            ));
+        };
         match result {
             Ok(ListenerOutcome::Stale { reason }) => {
                 tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");

@@ -26,22 +26,26 @@ pub const ENVELOPE_COLUMNS: &str = envelope_columns!();
 pub struct UnreadableEvent {
     pub event_id: EventId,
     pub problem: String,
+    /// A type or resource type this build does not know (a newer build wrote it): retryable, unlike
+    /// a corrupt row.
+    pub unknown_to_build: bool,
 }
 
 /// Reads an envelope from a row selected with [`ENVELOPE_COLUMNS`] starting at column `first`.
 pub fn envelope_from_row(row: &Row, first: usize) -> Result<Envelope, UnreadableEvent> {
     let id: EventId = row.get(first);
-    let unreadable = |problem: String| UnreadableEvent { event_id: id, problem };
+    let unreadable = |problem: String| UnreadableEvent { event_id: id, problem, unknown_to_build: false };
+    let unknown = |problem: String| UnreadableEvent { event_id: id, problem, unknown_to_build: true };
     let type_name: &str = row.get(first + 1);
     let event_type =
-        EventType::parse(type_name).ok_or_else(|| unreadable(format!("unknown type {type_name}")))?;
+        EventType::parse(type_name).ok_or_else(|| unknown(format!("unknown type {type_name}")))?;
     let actor_kind: &str = row.get(first + 4);
     let actor_id: Option<uuid::Uuid> = row.get(first + 5);
     let actor = Actor::from_parts(actor_kind, actor_id.map(Ulid::from))
         .ok_or_else(|| unreadable(format!("bad actor {actor_kind}")))?;
     let resource_type_name: &str = row.get(first + 8);
     let resource_type = ResourceType::parse(resource_type_name)
-        .ok_or_else(|| unreadable(format!("unknown resource type {resource_type_name}")))?;
+        .ok_or_else(|| unknown(format!("unknown resource type {resource_type_name}")))?;
     let resource_id: uuid::Uuid = row.get(first + 9);
     let causation_id: uuid::Uuid = row.get(first + 12);
     Ok(Envelope {

@@ -16,8 +16,10 @@
 //! - [`reminders`]: emits `appointment.reminder_due` once per appointment and start time within the
 //!   lead time.
 //! - [`retention`]: deletes finished outbox rows, old listener starts and receipts past the
-//!   retention, in bounded batches within a time budget.
-// - The custody reconciler (`reconcile`) is added here by issue 11.
+//!   retention, in bounded batches within a time budget (never those of an event still in custody).
+//! - [`reconcile`]: restarts (same identity) the listener starts whose receipt is overdue, up to a
+//!   bound, then marks the pair for operators (DESIGN.md §5a).
 
+pub mod reconcile;
 pub mod reminders;
 pub mod retention;

@@ -3,9 +3,12 @@
 //! What it deletes, in bounded batches (each batch one short statement, committed on its own, so no
 //! long transaction or lock is ever held):
 //! 1. `event_outbox` rows in a final status — `dispatched` or `discarded` — whose last change
-//!    (`updated_at`) is older than the retention;
-//! 2. `listener_starts` older than the retention whose event has no live outbox row;
-//! 3. `listener_receipts` older than the retention whose event has no live outbox row;
+//!    (`updated_at`) is older than the retention and whose event is out of custody (no unsettled
+//!    start: an operator may still need to replay it);
+//! 2. `listener_starts` older than the retention, settled (their receipt is in), whose event has no
+//!    live outbox row;
+//! 3. `listener_receipts` older than the retention whose event has no live outbox row and no
+//!    unsettled start (custody, DESIGN §5a: an event still in custody keeps all its bookkeeping).
 //! 4. `idempotency_keys` older than their own time to live ([`RetentionConfig::idempotency_ttl`],
 //!    `CLINIC_IDEMPOTENCY_TTL_HOURS`, default 7 days): a retry of a request after that is a new
 //!    request (clients retry within minutes; the README's idempotency promise holds for the TTL);
@@ -33,7 +36,8 @@
 //! key `"{event_id}:{listener}"` in `notifications`, which is never swept — and stale-state checks
 //! make most chained work a no-op, but keep the retention well above the longest time a message can
 //! live in a queue or its dead-letter queue (SQS keeps messages up to 14 days; the default retention
-//! here is 7 days = 168 h, above the 4-day SQS default). A swept outbox row also cannot be retried
+//! here is 15 days = 360 h, above the 14-day retention of the listeners' dead-letter queues in
+//! template.yaml, so a redriven message still finds its receipt). A swept outbox row also cannot be retried
 //! or replayed any more (operator actions answer 404 for it).
 
 use std::time::Duration;
@@ -51,7 +55,8 @@ use crate::ids::EventId;
 /// How much the sweep keeps and how much work it does per run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetentionConfig {
-    /// `CLINIC_RETENTION_HOURS` (default 168 = 7 days, 1–87600): age after which finished rows go.
+    /// `CLINIC_RETENTION_HOURS` (default 360 = 15 days, 1–87600; keep it above the
+    /// dead-letter queues' 14-day retention): age after which finished rows go.
     pub retention: Duration,
     /// `CLINIC_RETENTION_BATCH` (default 1000, 1–10000): rows examined per statement.
     pub batch: i64,
@@ -65,7 +70,7 @@ pub struct RetentionConfig {
 impl Default for RetentionConfig {
     fn default() -> Self {
         Self {
-            retention: Duration::from_secs(168 * 3600),
+            retention: Duration::from_secs(360 * 3600),
             batch: 1000,
             budget: Duration::from_secs(30),
             idempotency_ttl: Duration::from_secs(168 * 3600),
@@ -76,7 +81,7 @@ impl Default for RetentionConfig {
 impl RetentionConfig {
     pub fn from_env() -> Result<Self, ConfigError> {
         Ok(Self {
-            retention: Duration::from_secs(bounded("CLINIC_RETENTION_HOURS", 168, 1..=87_600)? * 3600),
+            retention: Duration::from_secs(bounded("CLINIC_RETENTION_HOURS", 360, 1..=87_600)? * 3600),
             batch: bounded("CLINIC_RETENTION_BATCH", 1000, 1..=10_000)? as i64,
             budget: Duration::from_secs(bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
             idempotency_ttl: Duration::from_secs(
@@ -109,6 +114,8 @@ const SWEEP_OUTBOX: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM event_outbox o USING batch b \
          WHERE o.event_id = b.event_id AND o.status IN ('dispatched', 'discarded') AND o.updated_at < $4 \
+           AND NOT EXISTS (SELECT 1 FROM listener_starts s WHERE s.event_id = o.event_id \
+                           AND s.settled_at IS NULL) \
          RETURNING 1 \
      ) \
      SELECT (SELECT event_id FROM batch ORDER BY event_id DESC LIMIT 1), (SELECT count(*) FROM batch), \
@@ -120,6 +127,7 @@ const SWEEP_STARTS: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM listener_starts s USING batch b \
          WHERE s.event_id = b.event_id AND s.listener = b.listener AND s.started_at < $5 \
+           AND s.settled_at IS NOT NULL \
            AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = s.event_id \
                            AND o.status IN ('pending', 'claimed', 'retry', 'dead')) \
          RETURNING 1 \
@@ -137,6 +145,8 @@ const SWEEP_RECEIPTS: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM listener_receipts r USING batch b \
          WHERE r.listener = b.listener AND r.event_id = b.event_id \
+           AND NOT EXISTS (SELECT 1 FROM listener_starts s WHERE s.event_id = r.event_id \
+                           AND s.settled_at IS NULL) \
            AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = r.event_id \
                            AND o.status IN ('pending', 'claimed', 'retry', 'dead')) \
          RETURNING 1 \
@@ -299,9 +309,11 @@ mod tests {
     }
 
     #[test]
-    fn defaults_keep_a_week() {
+    fn defaults_outlive_the_dead_letter_queues() {
+        // Receipts must outlive anything that can redeliver: the DLQs keep messages 14 days.
         let config = RetentionConfig::default();
-        assert_eq!(config.retention, Duration::from_secs(7 * 24 * 3600));
+        assert_eq!(config.retention, Duration::from_secs(15 * 24 * 3600));
+        assert!(config.retention > Duration::from_secs(14 * 24 * 3600));
         assert_eq!(config.batch, 1000);
         assert_eq!(config.idempotency_ttl, Duration::from_secs(7 * 24 * 3600));
     }

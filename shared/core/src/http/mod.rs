@@ -57,6 +57,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/appointments/{id}/timeline"),
     ("get", "/v1/notifications"),
     ("get", "/v1/system/outbox"),
+    ("get", "/v1/system/outbox/unsettled"),
     ("post", "/v1/system/outbox/{id}/retry"),
     ("post", "/v1/system/outbox/{id}/replay"),
     ("post", "/v1/system/outbox/{id}/discard"),
@@ -92,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/appointments/{id}/timeline", get(timelines::appointment))
         .route("/v1/notifications", get(notifications::list))
         .route("/v1/system/outbox", get(outbox::list))
+        .route("/v1/system/outbox/unsettled", get(outbox::unsettled))
         .route("/v1/system/outbox/{id}/retry", post(outbox::retry))
         .route("/v1/system/outbox/{id}/replay", post(outbox::replay))
         .route("/v1/system/outbox/{id}/discard", post(outbox::discard))

@@ -2,6 +2,9 @@
 //!
 //! Invariants:
 //! - The listener map ([`map::listeners`]) is exhaustive over event types; see [`map`].
+//! - A message is an untrusted pointer ([`pointer`]): before anything acts, the delivery is checked
+//!   against the `events` row inside the run's transaction, folded into the receipt insert; a
+//!   mismatch is a [`Rejection`] (permanent, nothing written, one log line, one `Rejected` metric).
 //! - A listener run is ONE transaction: it first inserts its receipt `(listener, event_id)`; when the
 //!   receipt already exists the run is a duplicate delivery, rolls back and reports success
 //!   ([`ListenerOutcome::Duplicate`]). Otherwise it reloads what it needs through the repositories
@@ -15,10 +18,12 @@
 
 pub mod map;
 pub mod notify;
+pub mod pointer;
 mod workflows;
 
 pub use map::{is_routed, listeners, Listener};
-pub use workflows::{run, run_with};
+pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
+pub use workflows::{deliver, run, run_with};
 
 /// What a listener run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +77,14 @@ impl ListenerError {
     pub fn is_permanent(&self) -> bool {
         matches!(self, ListenerError::Permanent { .. })
     }
+
+    /// The rejection this error reports, when the message did not match the event log.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            ListenerError::Permanent { code, .. } => Rejection::parse(code),
+            ListenerError::Retryable { .. } => None,
+        }
+    }
 }
 
 impl From<tokio_postgres::Error> for ListenerError {
@@ -79,7 +92,14 @@ impl From<tokio_postgres::Error> for ListenerError {
         // Database errors are a property of the database, not of the message: always retryable.
         // The text of a database error never contains row values here (no data in constraint
         // messages of the tables listeners touch), but keep only the SQLSTATE to be safe.
-        let code = if crate::db::is_transient(&error) { "db_unavailable" } else { "db_error" };
+        use tokio_postgres::error::SqlState;
+        let code = match error.code() {
+            // `lock_timeout` / `statement_timeout` of the session: this run waited too long.
+            Some(code) if *code == SqlState::LOCK_NOT_AVAILABLE => "db_lock_timeout",
+            Some(code) if *code == SqlState::QUERY_CANCELED => "db_statement_timeout",
+            _ if crate::db::is_transient(&error) => "db_unavailable",
+            _ => "db_error",
+        };
         let state = error.code().map(|c| c.code().to_owned()).unwrap_or_else(|| "connection".into());
         ListenerError::Retryable { code, message: format!("database error (SQLSTATE {state})") }
     }

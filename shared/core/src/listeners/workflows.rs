@@ -1,50 +1,63 @@
-//! The listener workflows themselves: receipt first, reload, stale check, effect, commit.
+//! The listener workflows themselves: check and receipt first, reload, stale check, effect, commit.
 
-use chrono::Utc;
 use deadpool_postgres::Pool;
 
 use super::notify::{DeliveryLog, NewNotification, Notified, Notifier, RecipientKind};
-use super::{is_routed, Listener, ListenerError, ListenerOutcome};
+use super::pointer::{self, Checked, Delivery, Rejected};
+use super::{Listener, ListenerError, ListenerOutcome};
 use crate::appointments::{self, Appointment, AppointmentStatus};
 use crate::context::Ctx;
-use crate::db::{sql, Tx};
+use crate::db::Tx;
 use crate::disclosures::{self, Purpose};
 use crate::events::{Actor, Cause, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
 
-const INSERT_RECEIPT: &str = "INSERT INTO listener_receipts (listener, event_id) VALUES ($1, $2) \
-                              ON CONFLICT DO NOTHING";
-
-/// Runs `listener` for `envelope` with the built-in [`DeliveryLog`] notifier.
+/// Runs `listener` for `envelope` in this process with the built-in [`DeliveryLog`] notifier.
 pub async fn run(
     pool: &Pool,
     listener: Listener,
     envelope: &Envelope,
 ) -> Result<ListenerOutcome, ListenerError> {
-    run_with(pool, &DeliveryLog, listener, envelope).await
+    deliver(pool, &DeliveryLog, &Delivery::local(listener, envelope)).await
 }
 
-/// Runs `listener` for `envelope` in one transaction, notifying through `notifier`.
+/// Runs `listener` for `envelope` in this process, notifying through `notifier`.
 pub async fn run_with(
     pool: &Pool,
     notifier: &dyn Notifier,
     listener: Listener,
     envelope: &Envelope,
 ) -> Result<ListenerOutcome, ListenerError> {
-    if !is_routed(envelope.event_type, listener) {
-        return Err(ListenerError::Permanent {
-            code: "listener_not_routed",
-            message: format!("{listener} does not handle {}", envelope.event_type),
-        });
-    }
+    deliver(pool, notifier, &Delivery::local(listener, envelope)).await
+}
+
+/// Runs one delivery in one transaction: the check against the event log folded into the receipt
+/// insert ([`pointer`]), then the work with the stored envelope, then the commit. Every transport
+/// comes through here.
+pub async fn deliver(
+    pool: &Pool,
+    notifier: &dyn Notifier,
+    delivery: &Delivery<'_>,
+) -> Result<ListenerOutcome, ListenerError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    let receipt = sql::execute(&tx, INSERT_RECEIPT, &[&listener.as_str(), &envelope.id]).await?;
-    if receipt == 0 {
-        tx.rollback().await?;
-        return Ok(ListenerOutcome::Duplicate);
-    }
-    let outcome = work(&tx, notifier, listener, envelope).await?;
+    let stored = match pointer::check_and_receipt(&tx, delivery).await {
+        Ok(Checked::Fresh(stored)) => stored,
+        Ok(Checked::Duplicate) => {
+            tx.rollback().await?;
+            return Ok(ListenerOutcome::Duplicate);
+        }
+        Err(Rejected::Rejection(rejection)) => {
+            // Nothing was inserted unless only the source disagreed; roll back either way. A failed
+            // rollback discards the connection's transaction all the same and must not hide the
+            // rejection.
+            let _ = tx.rollback().await;
+            pointer::report(delivery, rejection);
+            return Err(rejection.into_error(delivery));
+        }
+        Err(Rejected::Error(error)) => return Err(error),
+    };
+    let outcome = work(&tx, notifier, delivery.listener, &stored).await?;
     tx.commit().await?;
     Ok(outcome)
 }
@@ -165,8 +178,10 @@ async fn notify_about_appointment(
     })
 }
 
-/// `patient.deleted`: cancel the patient's future booked appointments, each a normal mutation with
-/// its own `appointment.cancelled` event (actor `system`, causation = the deletion event).
+/// `patient.deleted`: cancel the patient's booked appointments that were in the future when the
+/// patient was deleted (the event's `occurredAt`, not the time this run happens to start: a
+/// redelivery hours later cancels the same set), each a normal mutation with its own
+/// `appointment.cancelled` event (actor `system`, causation = the deletion event).
 async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<ListenerOutcome, ListenerError> {
     expect_resource(env, ResourceType::Patient)?;
     let ctx = Ctx {
@@ -178,6 +193,6 @@ async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<Liste
         },
     };
     let patient_id = PatientId::from_ulid(env.resource_id);
-    let events = appointments::cancel_future_of_patient(tx, &ctx, patient_id, Utc::now()).await?;
+    let events = appointments::cancel_future_of_patient(tx, &ctx, patient_id, env.occurred_at).await?;
     Ok(ListenerOutcome::Applied { effects: events.len() })
 }

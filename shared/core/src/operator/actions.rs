@@ -79,12 +79,24 @@ fn parse_listeners(action: ActionKind, names: &[String]) -> Result<Vec<Listener>
         ));
     }
     let mut parsed = Vec::with_capacity(names.len());
+    let mut unknown: Vec<&str> = Vec::new();
     for name in names {
-        let listener = Listener::parse(name.trim())
-            .ok_or_else(|| FieldError::new("listeners", "names a listener that does not exist"))?;
-        if !parsed.contains(&listener) {
-            parsed.push(listener);
+        match Listener::parse(name.trim()) {
+            Some(listener) if !parsed.contains(&listener) => parsed.push(listener),
+            Some(_) => {}
+            None => unknown.push(name.trim()),
         }
+    }
+    // Refused before anything is written: a replay of names this build does not know would
+    // otherwise reach a dispatcher that cannot start them. The names are listener identifiers, not
+    // data, so they are echoed.
+    if !unknown.is_empty() {
+        let shown: Vec<String> =
+            unknown.iter().take(MAX_LISTENERS).map(|n| n.chars().take(64).collect()).collect();
+        return Err(FieldError::new(
+            "listeners",
+            format!("names listeners this build does not know: {}", shown.join(", ")),
+        ));
     }
     Ok(parsed)
 }

@@ -336,10 +336,11 @@ const DEAD_BY_CODE_IN: &str = "SELECT coalesce(o.last_error_code, 'none'), count
      WHERE o.status = 'dead' AND o.workspace_id = $1 GROUP BY 1";
 const DEAD_BY_CODE_ALL: &str =
     "SELECT coalesce(o.last_error_code, 'none'), count(*) FROM event_outbox o WHERE o.status = 'dead' GROUP BY 1";
-const OLDEST_DUE_IN: &str =
+const OLDEST_DUE_IN: &str = concat!(
     "SELECT coalesce((extract(epoch FROM now() - min(o.available_at)) * 1000)::bigint, 0) \
-     FROM event_outbox o \
-     WHERE o.status IN ('pending', 'retry', 'claimed') AND o.workspace_id = $1 AND o.available_at <= now()";
+     FROM event_outbox o WHERE o.workspace_id = $1 AND o.",
+    crate::outbox_due_predicate!()
+);
 
 /// Counts by status, dead rows by error code, and the oldest due row's wait (within `workspace` when
 /// given).

@@ -43,7 +43,11 @@ impl Backoff {
 
     /// The jittered delay after failed attempt number `attempt` (1-based).
     pub fn delay(&self, attempt: i32) -> Duration {
-        let nominal = self.nominal(attempt);
+        self.jittered(self.nominal(attempt))
+    }
+
+    /// `nominal` with this backoff's jitter applied (for delays not derived from an attempt count).
+    pub fn jittered(&self, nominal: Duration) -> Duration {
         let nanos = nominal.as_nanos().min(u64::MAX as u128) as u64;
         let low = match self.jitter {
             Jitter::Full => 0,

@@ -13,7 +13,11 @@ use crate::listeners::{listeners, Listener};
 
 fn claim_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| include_str!("claim.sql").replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS))
+    SQL.get_or_init(|| {
+        include_str!("claim.sql")
+            .replace("{DUE}", super::due::DUE)
+            .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
+    })
 }
 
 /// One claimed, readable row.
@@ -28,6 +32,9 @@ pub struct Claimed {
     pub only_listeners: Option<Vec<Listener>>,
     /// Listeners recorded as started by earlier attempts (empty on the first attempt).
     pub started: Vec<Listener>,
+    /// Names in `only_listeners` this build does not know (a newer build's listeners, mid-deploy):
+    /// the row cannot finish here and is held for a build that knows them.
+    pub unknown_listeners: Vec<String>,
 }
 
 impl Claimed {
@@ -41,12 +48,25 @@ impl Claimed {
     }
 }
 
-/// A claimed row whose event this build cannot read (unknown type, corrupt actor); it goes `dead`.
+/// A claimed row whose event this build cannot read: a type this build does not know (held for a
+/// newer build, never buried) or a corrupt row (`dead`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
     pub event_id: EventId,
     pub attempts: i32,
     pub problem: String,
+    /// The event names a type (or resource type) this build does not know.
+    pub unknown_to_build: bool,
+}
+
+/// A row the claim buried instead of claiming: its attempts had reached the ceiling (its last
+/// attempt's dispatcher died before marking it). It is already `dead` (`attempts_exhausted`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buried {
+    pub event_id: EventId,
+    pub attempts: i32,
+    /// The envelope, when this build can read it.
+    pub envelope: Option<Envelope>,
 }
 
 /// The result of one claim: the token fencing every later mark, and the claimed rows.
@@ -55,55 +75,91 @@ pub struct Claim {
     pub token: ClaimToken,
     pub rows: Vec<Claimed>,
     pub unreadable: Vec<Unreadable>,
+    pub buried: Vec<Buried>,
 }
 
 impl Claim {
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.unreadable.is_empty()
+        self.rows.is_empty() && self.unreadable.is_empty() && self.buried.is_empty()
+    }
+
+    /// Every row the claim statement touched (claimed, unreadable or buried).
+    pub fn len(&self) -> usize {
+        self.rows.len() + self.unreadable.len() + self.buried.len()
     }
 }
 
-fn parse_listeners(names: Option<Vec<String>>) -> Option<Vec<Listener>> {
-    names.map(|names| {
-        names
-            .iter()
-            .filter_map(|name| {
-                let listener = Listener::parse(name);
-                if listener.is_none() {
-                    tracing::warn!(listener = %name, "outbox names a listener this build does not know");
-                }
-                listener
-            })
-            .collect()
-    })
+/// The known listeners among `names`, and the names this build does not know (logged).
+fn parse_listeners(names: Vec<String>) -> (Vec<Listener>, Vec<String>) {
+    let mut known = Vec::with_capacity(names.len());
+    let mut unknown = Vec::new();
+    for name in names {
+        match Listener::parse(&name) {
+            Some(listener) => known.push(listener),
+            None => {
+                tracing::warn!(listener = %name, "outbox names a listener this build does not know; retrying it later");
+                unknown.push(name);
+            }
+        }
+    }
+    (known, unknown)
 }
 
-/// Claims up to `batch` due rows for `claimer` under a fresh token and a lease of `lease`.
+/// Claims up to `batch` due rows for `claimer` under a fresh token and a lease of `lease`, with no
+/// attempt ceiling (see [`claim_with_ceiling`]).
 pub async fn claim(
     client: &impl GenericClient,
     batch: i64,
     lease: Duration,
     claimer: &str,
 ) -> Result<Claim, tokio_postgres::Error> {
+    claim_with_ceiling(client, batch, lease, claimer, i32::MAX).await
+}
+
+/// Like [`claim`], burying (not claiming) due rows whose attempts already reached `max_attempts`.
+pub async fn claim_with_ceiling(
+    client: &impl GenericClient,
+    batch: i64,
+    lease: Duration,
+    claimer: &str,
+    max_attempts: i32,
+) -> Result<Claim, tokio_postgres::Error> {
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
-    let rows = sql::query(client, claim_sql(), &[&batch, &token, &claimer, &lease_ms]).await?;
-    let mut claim = Claim { token, rows: Vec::with_capacity(rows.len()), unreadable: Vec::new() };
+    let rows = sql::query(client, claim_sql(), &[&batch, &token, &claimer, &lease_ms, &max_attempts]).await?;
+    let mut claim =
+        Claim { token, rows: Vec::with_capacity(rows.len()), unreadable: Vec::new(), buried: Vec::new() };
     for row in &rows {
         let attempts: i32 = row.get(0);
         let previous: &str = row.get(1);
-        match envelope_from_row(row, 4) {
-            Ok(envelope) => claim.rows.push(Claimed {
-                envelope,
-                attempts,
-                lease_expired: previous == "claimed",
-                only_listeners: parse_listeners(row.get(2)),
-                started: parse_listeners(row.get(3)).unwrap_or_default(),
-            }),
+        let envelope = envelope_from_row(row, 4);
+        if previous == "buried" {
+            let event_id = envelope.as_ref().map_or_else(|e| e.event_id, |e| e.id);
+            claim.buried.push(Buried { event_id, attempts, envelope: envelope.ok() });
+            continue;
+        }
+        match envelope {
+            Ok(envelope) => {
+                let only: Option<Vec<String>> = row.get(2);
+                let (only_listeners, unknown_listeners) = match only.map(parse_listeners) {
+                    Some((known, unknown)) => (Some(known), unknown),
+                    None => (None, Vec::new()),
+                };
+                let started: Option<Vec<String>> = row.get(3);
+                claim.rows.push(Claimed {
+                    envelope,
+                    attempts,
+                    lease_expired: previous == "claimed",
+                    only_listeners,
+                    started: started.map(|names| parse_listeners(names).0).unwrap_or_default(),
+                    unknown_listeners,
+                })
+            }
             Err(error) => claim.unreadable.push(Unreadable {
                 event_id: error.event_id,
                 attempts,
                 problem: error.problem,
+                unknown_to_build: error.unknown_to_build,
             }),
         }
     }
@@ -122,6 +178,7 @@ mod tests {
             lease_expired: false,
             only_listeners: only,
             started,
+            unknown_listeners: Vec::new(),
         }
     }
 

@@ -1,7 +1,9 @@
 -- One statement, one round trip: pick due rows (pending; retry whose backoff ended; claimed whose
 -- lease expired) without waiting on rows another dispatcher holds, claim them under a fresh token and
 -- lease, and return each event's envelope. A re-claimed row (attempts > 1) also returns the listeners
--- already started, so only the missing ones start again.
+-- already started, so only the missing ones start again. A row whose attempts already reached the
+-- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
+-- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
 --
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
@@ -12,23 +14,29 @@ WITH relaxed AS MATERIALIZED (
 ), due AS (
     SELECT event_id, status AS previous_status
     FROM event_outbox
-    WHERE status IN ('pending', 'retry', 'claimed') AND available_at <= now()
+    WHERE {DUE}
     ORDER BY available_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
 )
 UPDATE event_outbox o
-SET status = 'claimed',
-    claim_token = $2,
+SET status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END,
+    claim_token = CASE WHEN o.attempts >= $5 THEN NULL ELSE $2::uuid END,
     claimed_by = $3,
-    available_at = now() + $4::float8 * interval '1 millisecond',
-    claimed_until = now() + $4::float8 * interval '1 millisecond',
-    attempts = o.attempts + 1,
+    available_at = CASE WHEN o.attempts >= $5 THEN o.available_at
+                        ELSE now() + $4::float8 * interval '1 millisecond' END,
+    claimed_until = CASE WHEN o.attempts >= $5 THEN NULL
+                         ELSE now() + $4::float8 * interval '1 millisecond' END,
+    attempts = CASE WHEN o.attempts >= $5 THEN o.attempts ELSE o.attempts + 1 END,
+    last_error_code = CASE WHEN o.attempts >= $5 THEN 'attempts_exhausted' ELSE o.last_error_code END,
+    last_error = CASE WHEN o.attempts >= $5
+                      THEN 'reclaimed after its lease with the attempt ceiling reached'
+                      ELSE o.last_error END,
     updated_at = now()
 FROM relaxed, due JOIN events e ON e.id = due.event_id
 WHERE o.event_id = due.event_id
 RETURNING o.attempts,
-          due.previous_status,
+          CASE WHEN o.status = 'dead' THEN 'buried' ELSE due.previous_status END,
           o.only_listeners,
           CASE WHEN o.attempts > 1 THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)

@@ -20,19 +20,48 @@ const MARK_DISPATCHED: &str = "UPDATE event_outbox \
      WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
      RETURNING event_id";
 
-const RECORD_STARTS: &str = "INSERT INTO listener_starts (event_id, listener, transport_message_id) \
-     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) \
+/// The same mark, recording the step's starts in the same statement (custody: every start is a
+/// `listener_starts` row, settled at once when its receipt is already in — the local transport — or
+/// later by the receipt's trigger; see V4). One round trip for a fully successful batch.
+const MARK_DISPATCHED_WITH_STARTS: &str = "WITH relaxed AS MATERIALIZED ( \
+         SELECT set_config('synchronous_commit', 'off', true) \
+     ), started AS ( \
+         INSERT INTO listener_starts (event_id, listener, transport_message_id, settled_at) \
+         SELECT s.event_id, s.listener, s.message_id, \
+                CASE WHEN EXISTS (SELECT 1 FROM listener_receipts r \
+                                  WHERE r.listener = s.listener AND r.event_id = s.event_id) \
+                     THEN now() END \
+         FROM relaxed, unnest($3::uuid[], $4::text[], $5::text[]) AS s (event_id, listener, message_id) \
+         ON CONFLICT (event_id, listener) DO NOTHING \
+     ) \
+     UPDATE event_outbox \
+     SET status = 'dispatched', dispatched_at = now(), updated_at = now(), \
+         claim_token = NULL, claimed_until = NULL \
+     FROM relaxed \
+     WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
+     RETURNING event_id";
+
+const RECORD_STARTS: &str =
+    "INSERT INTO listener_starts (event_id, listener, transport_message_id, settled_at) \
+     SELECT s.event_id, s.listener, s.message_id, \
+            CASE WHEN EXISTS (SELECT 1 FROM listener_receipts r \
+                              WHERE r.listener = s.listener AND r.event_id = s.event_id) \
+                 THEN now() END \
+     FROM unnest($1::uuid[], $2::text[], $3::text[]) AS s (event_id, listener, message_id) \
      ON CONFLICT (event_id, listener) DO NOTHING";
 
+/// `f.spend` false (a hold): the claim's attempt is given back, so an outage or a type unknown to
+/// this build never brings a row closer to `dead`.
 const MARK_FAILED: &str = "UPDATE event_outbox o \
      SET status = f.status, \
+         attempts = CASE WHEN f.spend THEN o.attempts ELSE greatest(o.attempts - 1, 0) END, \
          available_at = CASE WHEN f.status = 'retry' \
                              THEN now() + f.delay_ms * interval '1 millisecond' \
                              ELSE o.available_at END, \
          claim_token = NULL, claimed_until = NULL, \
          last_error_code = f.code, last_error = f.message, updated_at = now() \
-     FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[]) \
-          AS f (event_id, status, delay_ms, code, message) \
+     FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::bool[]) \
+          AS f (event_id, status, delay_ms, code, message, spend) \
      WHERE o.event_id = f.event_id AND o.claim_token = $1 AND o.status = 'claimed' \
      RETURNING o.event_id";
 
@@ -53,6 +82,33 @@ pub async fn mark_dispatched(
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
+/// [`mark_dispatched`] and [`record_starts`] in one statement (the dispatcher's success path).
+pub async fn mark_dispatched_with_starts(
+    client: &impl GenericClient,
+    token: ClaimToken,
+    event_ids: &[EventId],
+    starts: &[StartRecord],
+) -> Result<Vec<EventId>, tokio_postgres::Error> {
+    if starts.is_empty() {
+        return mark_dispatched(client, token, event_ids).await;
+    }
+    let (ids, listeners, message_ids) = start_columns(starts);
+    let rows = sql::query(
+        client,
+        MARK_DISPATCHED_WITH_STARTS,
+        &[&event_ids, &token, &ids, &listeners, &message_ids],
+    )
+    .await?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+fn start_columns(starts: &[StartRecord]) -> (Vec<EventId>, Vec<&str>, Vec<Option<&str>>) {
+    let ids = starts.iter().map(|s| s.event_id).collect();
+    let listeners = starts.iter().map(|s| s.listener.as_str()).collect();
+    let message_ids = starts.iter().map(|s| s.message_id.as_deref()).collect();
+    (ids, listeners, message_ids)
+}
+
 /// A listener start to remember, so a retry does not start it again.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartRecord {
@@ -70,9 +126,7 @@ pub async fn record_starts(
     if starts.is_empty() {
         return Ok(0);
     }
-    let ids: Vec<EventId> = starts.iter().map(|s| s.event_id).collect();
-    let listeners: Vec<&str> = starts.iter().map(|s| s.listener.as_str()).collect();
-    let message_ids: Vec<Option<&str>> = starts.iter().map(|s| s.message_id.as_deref()).collect();
+    let (ids, listeners, message_ids) = start_columns(starts);
     sql::execute(client, RECORD_STARTS, &[&ids, &listeners, &message_ids]).await
 }
 
@@ -83,6 +137,9 @@ pub enum Failure {
     Retry(Duration),
     /// The attempt ceiling was reached or the failure is permanent.
     Dead,
+    /// Back to the claim scan after `Duration` without spending the attempt: the transport was
+    /// unavailable (an outage, an open breaker) or the row names something this build does not know.
+    Hold(Duration),
 }
 
 /// One failed row: where it goes, and the error (code and ids-only text) to keep.
@@ -108,21 +165,23 @@ pub async fn mark_failed(
     let statuses: Vec<&str> = marks
         .iter()
         .map(|m| match m.next {
-            Failure::Retry(_) => "retry",
+            Failure::Retry(_) | Failure::Hold(_) => "retry",
             Failure::Dead => "dead",
         })
         .collect();
     let delays: Vec<f64> = marks
         .iter()
         .map(|m| match m.next {
-            Failure::Retry(delay) => delay.as_secs_f64() * 1000.0,
+            Failure::Retry(delay) | Failure::Hold(delay) => delay.as_secs_f64() * 1000.0,
             Failure::Dead => 0.0,
         })
         .collect();
+    let spend: Vec<bool> = marks.iter().map(|m| !matches!(m.next, Failure::Hold(_))).collect();
     let codes: Vec<&str> = marks.iter().map(|m| m.code.as_str()).collect();
     let messages: Vec<String> =
         marks.iter().map(|m| m.message.chars().take(MAX_ERROR_CHARS).collect()).collect();
     let rows =
-        sql::query(client, MARK_FAILED, &[&token, &ids, &statuses, &delays, &codes, &messages]).await?;
+        sql::query(client, MARK_FAILED, &[&token, &ids, &statuses, &delays, &codes, &messages, &spend])
+            .await?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }

@@ -1,16 +1,17 @@
 //! The transactional outbox: one `event_outbox` row per event, moved through a small state machine.
 //!
-//! `available_at` is the single "due" clock of every live status (creation time for `pending`, backoff
-//! end for `retry`, lease end for `claimed`), so one partial index (`event_outbox_due_idx`) answers the
-//! claim scan however much history accumulates.
+//! Which rows are live and due is defined once, in [`due`]. `available_at` is the single "due" clock
+//! of every live status (creation time for `pending`, backoff end for `retry`, lease end for
+//! `claimed`), so one partial index (`event_outbox_due_idx`) answers the claim scan however much
+//! history accumulates.
 //!
 //! | status       | moved in by                                                        | moved out by |
 //! |--------------|--------------------------------------------------------------------|--------------|
 //! | `pending`    | [`crate::events::store::append`], in the mutation's own transaction; an operator `retry` or `replay` ([`crate::operator`]) | [`claim`] → `claimed` |
 //! | `claimed`    | [`claim`]: a due `pending` or `retry` row, or a `claimed` row whose lease (`available_at` = `claimed_until`) expired — its dispatcher is presumed dead (`lease_expired`) | the claim-token holder's mark: [`mark_dispatched`] → `dispatched`, [`mark_failed`] → `retry`/`dead`; or another dispatcher's [`claim`] after the lease expired |
 //! | `dispatched` | [`mark_dispatched`]: every listener of the event has started (the transport accepted it; for `local` the listener committed its receipt) | final for dispatchers; an operator `replay` ([`crate::operator`]) re-queues it with `only_listeners` |
-//! | `retry`      | [`mark_failed`]: some listener failed to start and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | [`claim`] once `available_at` has come |
-//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached, a start failed permanently, or the stored event cannot be read by this build | operator `retry` (→ `pending`) or `discard` ([`crate::operator`]) |
+//! | `retry`      | [`mark_failed`]: some listener failed to start and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff. Or a hold ([`Failure::Hold`]): the transport was unavailable, or the row names a type or listener this build does not know — the attempt is given back | [`claim`] once `available_at` has come |
+//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached on per-message failures, a start failed permanently, or the stored event is corrupt; or [`claim_with_ceiling`]: a row reclaimed after its lease with its attempts at the ceiling (`attempts_exhausted`) | operator `retry` (→ `pending`) or `discard` ([`crate::operator`]) |
 //! | `discarded`  | operator `discard` ([`crate::operator`])                                 | final |
 //!
 //! Invariants:
@@ -24,11 +25,15 @@
 //!   there would add a disk sync to every event's latency. Writers' events and listeners' receipts
 //!   stay fully durable.
 //! - No transaction is held open across a transport call: claim, start and mark are separate.
-//! - `listener_starts` records which listeners of an event have started — written only for events
-//!   whose attempt partly failed (a fully successful event goes straight to `dispatched`, which makes
-//!   the starts redundant). A re-claimed row (`attempts` > 1) loads them so only missing listeners
-//!   start. A crash between start and mark loses nothing: the lease expires, the row is claimed again
-//!   and duplicate starts are absorbed by listener receipts.
+//! - `listener_starts` records every listener start (in the statement that marks the row
+//!   `dispatched`, or beside the failure marks): custody lasts until each start is *settled* by its
+//!   receipt (DESIGN §5a; V4 and [`crate::housekeeping::reconcile`]). A re-claimed row (more than
+//!   one attempt) loads them so only missing listeners start. A crash between start and mark loses nothing: the
+//!   lease expires, the row is claimed again and duplicate starts are absorbed by listener receipts.
+//! - A row is buried at claim time when its attempts already reached the ceiling (its last
+//!   dispatcher died before marking it), so lease expiry cannot reclaim it forever.
+//! - Holds ([`Failure::Hold`]) give the attempt back: a transport outage, an open breaker or an event
+//!   type or listener this build does not know never brings a row closer to `dead`.
 //! - `dispatched` rows are kept (an operator replay needs them; a retention sweep may delete them
 //!   later). The due index covers live statuses only, so the claim scan does not slow down as they
 //!   accumulate; `events` stays the durable log either way.
@@ -37,12 +42,17 @@
 
 mod backoff;
 mod claim;
+pub mod due;
 mod mark;
 pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
-pub use claim::{claim, Claim, Claimed, Unreadable};
-pub use mark::{mark_dispatched, mark_failed, record_starts, Failure, FailureMark, StartRecord};
+pub use claim::{claim, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
+pub use due::{DUE, LIVE, LIVE_STATUSES};
+pub use mark::{
+    mark_dispatched, mark_dispatched_with_starts, mark_failed, record_starts, Failure, FailureMark,
+    StartRecord,
+};
 
 pub use crate::ids::ClaimToken;
 

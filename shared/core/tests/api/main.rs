@@ -6,6 +6,7 @@ mod access;
 mod concurrency;
 mod db_least_privilege;
 mod db_privileges;
+mod db_timeouts;
 mod db_tls;
 mod health;
 mod hostile_input;

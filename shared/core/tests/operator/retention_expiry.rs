@@ -41,11 +41,12 @@ async fn expired_idempotency_keys_and_past_reminder_claims_are_swept_in_batches(
         )
         .await
         .unwrap();
-    // Reminder claims: three for start times nine days ago, two for tomorrow.
+    // Reminder claims: three for start times sixteen days ago (past the 15-day default retention), two
+    // for tomorrow.
     owner
         .execute(
             "INSERT INTO appointment_reminders (appointment_id, starts_at, event_id) \
-             SELECT gen_random_uuid(), now() + (CASE WHEN g <= 3 THEN interval '-9 days' ELSE interval '1 day' END), \
+             SELECT gen_random_uuid(), now() + (CASE WHEN g <= 3 THEN interval '-16 days' ELSE interval '1 day' END), \
                     gen_random_uuid() FROM generate_series(1, 5) AS g",
             &[],
         )

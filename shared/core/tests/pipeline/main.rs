@@ -1,7 +1,10 @@
 //! The pipeline behind a commit against real PostgreSQL: the dispatcher with the local transport and
 //! the listener workflows it starts.
 
+mod custody;
 mod delivery_rules;
 mod dispatch_local;
+mod listeners_pointer;
 mod listeners_workflows;
+mod outages;
 mod support;

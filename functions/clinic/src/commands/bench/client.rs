@@ -1,5 +1,6 @@
 //! A minimal HTTP/1.1 keep-alive client on hyper: one connection per virtual client, requests sent one
-//! after another on it (what a pooled client does under steady load), loopback only.
+//! after another on it (what a pooled client does under steady load), loopback only. Shared by
+//! `clinic bench` and `clinic chaos`.
 
 use std::net::SocketAddr;
 
@@ -34,14 +35,28 @@ impl Connection {
 
     /// POSTs a JSON body; answers the status and the whole response body.
     pub async fn post_json(&mut self, path: &str, body: String) -> anyhow::Result<(StatusCode, Bytes)> {
-        let request = Request::builder()
+        let answer = self.post(path, body, None).await?;
+        Ok((answer.status, answer.body))
+    }
+
+    /// POSTs a JSON body, with an `Idempotency-Key` when given; answers status, whether the answer is
+    /// a problem document, and the whole body.
+    pub async fn post(
+        &mut self,
+        path: &str,
+        body: String,
+        idempotency_key: Option<&str>,
+    ) -> anyhow::Result<Answer> {
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(path)
             .header(HOST, self.host.clone())
             .header(AUTHORIZATION, self.authorization.clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .body(Full::new(Bytes::from(body)))?;
-        self.send(request).await
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(key) = idempotency_key {
+            request = request.header("idempotency-key", key);
+        }
+        self.send(request.body(Full::new(Bytes::from(body)))?).await
     }
 
     /// GETs `path` (with its query); answers the status and the whole response body.
@@ -52,16 +67,30 @@ impl Connection {
             .header(HOST, self.host.clone())
             .header(AUTHORIZATION, self.authorization.clone())
             .body(Full::new(Bytes::new()))?;
-        self.send(request).await
+        let answer = self.send(request).await?;
+        Ok((answer.status, answer.body))
     }
 
-    async fn send(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<(StatusCode, Bytes)> {
+    /// Sends one request on the kept-alive connection; answers status, problem flag and body.
+    async fn send(&mut self, request: Request<Full<Bytes>>) -> anyhow::Result<Answer> {
         self.sender.ready().await.context("connection closed")?;
         let response = self.sender.send_request(request).await?;
         let status = response.status();
+        let is_problem = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|value| value.as_bytes().starts_with(b"application/problem+json"));
         let body = response.into_body().collect().await?.to_bytes();
-        Ok((status, body))
+        Ok(Answer { status, is_problem, body })
     }
+}
+
+/// One HTTP answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub is_problem: bool,
+    pub body: Bytes,
 }
 
 /// `Bearer <token>` as a header value.

@@ -7,7 +7,8 @@
 //! so each drain starts from the same physical state; drains alternate raw, real, real, raw so drift
 //! hits both. Both sides run one worker on one connection, as the service's single dispatcher does.
 //! The raw loop is the bare shape — claim (`FOR UPDATE SKIP LOCKED`, token and lease) then a fenced
-//! mark — without reading the events; the real one also reads each envelope and routes listeners.
+//! mark — without reading the events; the real one also reads each envelope, routes listeners and
+//! records each start in `listener_starts` (custody until receipt, in the mark's statement).
 //! Both commit claims and marks without waiting for the WAL flush (the dispatcher per statement, the
 //! raw loop per session), so the ratio compares work, not durability settings.
 
@@ -77,9 +78,17 @@ const RESET: &str = "UPDATE event_outbox o \
          claimed_by = NULL, claimed_until = NULL, dispatched_at = NULL, updated_at = o.created_at \
      FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1";
 
-const RAW_CLAIM: &str = "WITH due AS ( \
+/// Forgets the listener starts (custody rows) a previous drain of workspace `$1` recorded, so every
+/// drain writes them afresh, as the service does.
+const FORGET_STARTS: &str =
+    "DELETE FROM listener_starts s USING events e WHERE e.id = s.event_id AND e.workspace_id = $1";
+
+const RAW_CLAIM: &str = concat!(
+    "WITH due AS ( \
          SELECT event_id FROM event_outbox \
-         WHERE status IN ('pending', 'retry', 'claimed') AND available_at <= now() \
+         WHERE ",
+    clinic_core::outbox_due_predicate!(),
+    " \
          ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED \
      ) \
      UPDATE event_outbox o \
@@ -87,7 +96,8 @@ const RAW_CLAIM: &str = "WITH due AS ( \
          available_at = now() + interval '30 seconds', claimed_until = now() + interval '30 seconds', \
          attempts = o.attempts + 1, updated_at = now() \
      FROM due WHERE o.event_id = due.event_id \
-     RETURNING o.event_id";
+     RETURNING o.event_id"
+);
 
 const RAW_MARK: &str = "UPDATE event_outbox \
      SET status = 'dispatched', dispatched_at = now(), updated_at = now(), claim_token = NULL, \
@@ -278,7 +288,8 @@ async fn pair(
 async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Result<()> {
     let reset = owner.execute(RESET, &[&workspace]).await?;
     anyhow::ensure!(reset == events as u64, "reset {reset} rows, expected {events}");
-    owner.batch_execute("VACUUM ANALYZE event_outbox").await?;
+    owner.execute(FORGET_STARTS, &[&workspace]).await?;
+    owner.batch_execute("VACUUM ANALYZE event_outbox, listener_starts").await?;
     Ok(())
 }
 

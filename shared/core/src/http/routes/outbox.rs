@@ -7,6 +7,10 @@
 //!   (400/422) before the row's status is considered; a status the action does not fit answers 409
 //!   and records nothing. Each action is its own transaction: lock, change, audit, commit.
 //!
+//! - `GET /v1/system/outbox/unsettled?all=&limit=` lists the workspace's (event, listener) pairs
+//!   still missing their receipt that the custody reconciler handed to operators (`all=true`: also
+//!   the ones it is still restarting); replay the event for that listener to start it afresh.
+//!
 //! These routes take no `Idempotency-Key`: every action changes the row's status, so repeating one
 //! answers 409 instead of acting twice.
 
@@ -15,6 +19,7 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde_json::json;
 
 use super::path_id;
 use crate::domain::input::FieldError;
@@ -67,6 +72,37 @@ pub async fn list(
     let conn = state.pool.get().await?;
     let items = operator::list(&conn, &filter, page.limit).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.event_id.ulid()))
+}
+
+pub async fn unsettled(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let all = match query.get("all").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(bad("all", "must be true or false")),
+    };
+    let limit = match query.get("limit") {
+        None => 50,
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=100).contains(n))
+            .ok_or_else(|| bad("limit", "must be 1 to 100"))?,
+    };
+    let conn = state.pool.get().await?;
+    let items = crate::housekeeping::reconcile::list_unsettled(
+        &conn,
+        Some(caller.workspace_id),
+        std::time::Duration::ZERO,
+        all,
+        limit,
+    )
+    .await?;
+    Ok(Json(json!({ "items": items })).into_response())
 }
 
 async fn act(

@@ -6,15 +6,19 @@
 //! lines, which CloudWatch Logs turns into metrics in namespace [`NAMESPACE`] without any API call:
 //!
 //! - one line per event type seen, dimension `EventType`, metrics `Claimed`, `Dispatched`,
-//!   `Retried`, `Dead` (unit `Count`);
-//! - one line without dimensions holding the totals of the same four counts, `BatchDurationMs`
+//!   `Retried`, `Held`, `Dead` (unit `Count`);
+//! - one line without dimensions holding the totals of the same counts, `BatchDurationMs`
 //!   (unit `Milliseconds`, the list of batch durations — EMF takes up to 100 values a line, so the
-//!   accumulator asks to be flushed at [`MAX_VALUES`]) and `OldestPendingAgeMs` (unit
-//!   `Milliseconds`).
+//!   accumulator asks to be flushed at [`MAX_VALUES`]) and the lag gauges (unit `Milliseconds`):
+//!   `OldestPendingAgeMs` (the oldest *due* row's wait since its `available_at`), `OldestLiveAgeMs`
+//!   (the oldest live row — pending, claimed or retry — since its creation: what an outage or a
+//!   retry loop makes grow, since retries move `available_at`) and `OldestUnsettledAgeMs` (the
+//!   oldest listener start still missing its receipt: custody, DESIGN §5a).
 //!
-//! The dispatcher holds a [`Recorder`]: after each step it records the step's marks
-//! ([`Recorder::record_marks`]) and duration ([`Recorder::batch`]), and it flushes
-//! ([`Recorder::flush`]) when going idle (at most every [`EMIT_EVERY`]) and when a drain ends.
+//! The dispatcher holds a [`Recorder`] ([`recorder`]): after each step it records the step's row
+//! outcomes ([`Recorder::record`], a fold over [`crate::dispatch::RowOutcome`]) and duration
+//! ([`Recorder::batch`]), and it flushes ([`Recorder::flush`]) when going idle (at most every
+//! [`EMIT_EVERY`]) and when a drain ends.
 //!
 //! Invariants:
 //! - Lines carry event type names, counts and durations only: never ids, reasons or health data.
@@ -28,12 +32,14 @@ use std::io::Write;
 use std::time::Duration;
 
 use chrono::Utc;
-use deadpool_postgres::GenericClient;
 use serde_json::{json, Map, Value};
 
 use crate::config::ConfigError;
-use crate::db::sql;
 use crate::events::EventType;
+
+mod recorder;
+
+pub use recorder::{flush_pooled, oldest_pending_age_ms, read_ages, Ages, Recorder, EMIT_EVERY};
 
 /// The CloudWatch namespace of every dispatcher metric.
 pub const NAMESPACE: &str = "Clinic/Outbox";
@@ -47,6 +53,7 @@ pub struct Counts {
     pub claimed: u64,
     pub dispatched: u64,
     pub retried: u64,
+    pub held: u64,
     pub dead: u64,
 }
 
@@ -55,6 +62,7 @@ impl Counts {
         self.claimed += other.claimed;
         self.dispatched += other.dispatched;
         self.retried += other.retried;
+        self.held += other.held;
         self.dead += other.dead;
     }
 
@@ -93,6 +101,8 @@ pub struct DispatchMetrics {
     untyped: Counts,
     batch_durations_ms: Vec<f64>,
     oldest_pending_age_ms: Option<i64>,
+    oldest_live_age_ms: Option<i64>,
+    oldest_unsettled_age_ms: Option<i64>,
 }
 
 impl DispatchMetrics {
@@ -120,6 +130,11 @@ impl DispatchMetrics {
         self.of(Some(event_type)).retried += 1;
     }
 
+    /// A row was held without spending an attempt (`None`: its type is unknown to this build).
+    pub fn held(&mut self, event_type: Option<EventType>) {
+        self.of(event_type).held += 1;
+    }
+
     /// A row went `dead` (`None`: its event type cannot be read).
     pub fn dead(&mut self, event_type: Option<EventType>) {
         self.of(event_type).dead += 1;
@@ -133,6 +148,13 @@ impl DispatchMetrics {
     /// The age of the oldest due row, from [`oldest_pending_age_ms`].
     pub fn oldest_pending_age(&mut self, age_ms: i64) {
         self.oldest_pending_age_ms = Some(age_ms.max(0));
+    }
+
+    /// The three lag gauges, from [`read_ages`].
+    pub fn ages(&mut self, ages: Ages) {
+        self.oldest_pending_age_ms = Some(ages.oldest_pending_ms.max(0));
+        self.oldest_live_age_ms = Some(ages.oldest_live_ms.max(0));
+        self.oldest_unsettled_age_ms = Some(ages.oldest_unsettled_ms.max(0));
     }
 
     /// The counts of one event type so far.
@@ -151,7 +173,11 @@ impl DispatchMetrics {
 
     /// True when nothing was recorded since the last emit.
     pub fn is_empty(&self) -> bool {
-        self.totals().is_zero() && self.batch_durations_ms.is_empty() && self.oldest_pending_age_ms.is_none()
+        self.totals().is_zero()
+            && self.batch_durations_ms.is_empty()
+            && self.oldest_pending_age_ms.is_none()
+            && self.oldest_live_age_ms.is_none()
+            && self.oldest_unsettled_age_ms.is_none()
     }
 
     /// True when the batch durations reached the EMF limit and should be emitted now.
@@ -165,8 +191,9 @@ impl DispatchMetrics {
         if self.is_empty() {
             return Vec::new();
         }
-        let count_metrics = ["Claimed", "Dispatched", "Retried", "Dead"];
-        let counts_of = |counts: &Counts| [counts.claimed, counts.dispatched, counts.retried, counts.dead];
+        let count_metrics = ["Claimed", "Dispatched", "Retried", "Held", "Dead"];
+        let counts_of =
+            |counts: &Counts| [counts.claimed, counts.dispatched, counts.retried, counts.held, counts.dead];
         let mut documents = Vec::new();
         for (event_type, counts) in &self.by_type {
             if counts.is_zero() {
@@ -184,8 +211,15 @@ impl DispatchMetrics {
         if !self.batch_durations_ms.is_empty() {
             metrics.push(("BatchDurationMs", "Milliseconds"));
         }
-        if self.oldest_pending_age_ms.is_some() {
-            metrics.push(("OldestPendingAgeMs", "Milliseconds"));
+        let gauges = [
+            ("OldestPendingAgeMs", self.oldest_pending_age_ms),
+            ("OldestLiveAgeMs", self.oldest_live_age_ms),
+            ("OldestUnsettledAgeMs", self.oldest_unsettled_age_ms),
+        ];
+        for (name, value) in gauges {
+            if value.is_some() {
+                metrics.push((name, "Milliseconds"));
+            }
         }
         let mut document = envelope(timestamp_ms, &[], &metrics);
         for (name, value) in count_metrics.iter().zip(counts_of(&self.totals())) {
@@ -196,8 +230,10 @@ impl DispatchMetrics {
                 self.batch_durations_ms.iter().map(|ms| (ms * 1000.0).round() / 1000.0).collect();
             document.insert("BatchDurationMs".into(), json!(durations));
         }
-        if let Some(age) = self.oldest_pending_age_ms {
-            document.insert("OldestPendingAgeMs".into(), json!(age));
+        for (name, value) in gauges {
+            if let Some(age) = value {
+                document.insert(name.into(), json!(age));
+            }
         }
         documents.push(Value::Object(document));
         documents
@@ -251,147 +287,6 @@ fn envelope(timestamp_ms: i64, dimensions: &[&str], metrics: &[(&str, &str)]) ->
         }),
     );
     document
-}
-
-/// How often a long-running dispatcher emits while it keeps working (it also emits when a drain
-/// ends and whenever [`DispatchMetrics::should_flush`]).
-pub const EMIT_EVERY: Duration = Duration::from_secs(60);
-
-/// The dispatcher's side of the metrics: it records each step's marks and duration, and flushes
-/// (with a fresh oldest-pending age) when asked. Cheap when [`MetricsMode::Off`]: nothing is kept.
-#[derive(Debug)]
-pub struct Recorder {
-    mode: MetricsMode,
-    state: std::sync::Mutex<(DispatchMetrics, std::time::Instant)>,
-}
-
-impl Default for Recorder {
-    fn default() -> Self {
-        Recorder::new(MetricsMode::Emf)
-    }
-}
-
-impl Recorder {
-    pub fn new(mode: MetricsMode) -> Recorder {
-        Recorder { mode, state: std::sync::Mutex::new((DispatchMetrics::new(), std::time::Instant::now())) }
-    }
-
-    pub fn mode(&self) -> MetricsMode {
-        self.mode
-    }
-
-    fn with<T>(&self, f: impl FnOnce(&mut DispatchMetrics, &mut std::time::Instant) -> T) -> Option<T> {
-        if self.mode == MetricsMode::Off {
-            return None;
-        }
-        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (metrics, last_emit) = &mut *guard;
-        Some(f(metrics, last_emit))
-    }
-
-    /// Records one step's marks: every claimed row, and the rows actually marked (fenced rows, whose
-    /// mark changed nothing, are not counted as dispatched, retried or dead).
-    pub fn record_marks(
-        &self,
-        claim: &crate::outbox::Claim,
-        dispatched: &[crate::ids::EventId],
-        failed: &[crate::outbox::FailureMark],
-        marked_failed: &[crate::ids::EventId],
-    ) {
-        self.with(|metrics, _| {
-            let type_of = |id: crate::ids::EventId| {
-                claim.rows.iter().find(|row| row.envelope.id == id).map(|row| row.envelope.event_type)
-            };
-            for row in &claim.rows {
-                metrics.claimed(Some(row.envelope.event_type));
-            }
-            for _ in &claim.unreadable {
-                metrics.claimed(None);
-            }
-            for id in dispatched {
-                if let Some(event_type) = type_of(*id) {
-                    metrics.dispatched(event_type);
-                }
-            }
-            for mark in failed.iter().filter(|mark| marked_failed.contains(&mark.event_id)) {
-                match (mark.next, type_of(mark.event_id)) {
-                    (crate::outbox::Failure::Retry(_), Some(event_type)) => metrics.retried(event_type),
-                    (crate::outbox::Failure::Retry(_), None) => {}
-                    (crate::outbox::Failure::Dead, event_type) => metrics.dead(event_type),
-                }
-            }
-        });
-    }
-
-    /// Records the duration of one batch (claim, start, mark).
-    pub fn batch(&self, elapsed: Duration) {
-        self.with(|metrics, _| metrics.batch(elapsed));
-    }
-
-    /// True when something was recorded and `force` is set, [`EMIT_EVERY`] has passed since the last
-    /// emit, or the batch durations reached the EMF limit: what [`Recorder::flush`] checks first
-    /// (cheap; lets a caller skip getting a connection when nothing is due).
-    pub fn is_due(&self, force: bool) -> bool {
-        self.with(|metrics, last_emit| {
-            !metrics.is_empty() && (force || metrics.should_flush() || last_emit.elapsed() >= EMIT_EVERY)
-        })
-        .unwrap_or(false)
-    }
-
-    /// Emits when [`Recorder::is_due`] says so. Reads the oldest-pending age first (a
-    /// failure to read it is logged and the line goes out without it). Returns the lines printed.
-    pub async fn flush(&self, client: &impl GenericClient, force: bool) -> usize {
-        if !self.is_due(force) {
-            return 0;
-        }
-        let age = match oldest_pending_age_ms(client).await {
-            Ok(age) => Some(age),
-            Err(error) => {
-                tracing::warn!(error = %error, "could not read the oldest pending age");
-                None
-            }
-        };
-        self.with(|metrics, last_emit| {
-            if let Some(age) = age {
-                metrics.oldest_pending_age(age);
-            }
-            *last_emit = std::time::Instant::now();
-            metrics.emit()
-        })
-        .unwrap_or(0)
-    }
-
-    /// Takes what was recorded so far, leaving the recorder empty (for tests and custom sinks).
-    pub fn take(&self) -> DispatchMetrics {
-        self.with(|metrics, _| std::mem::take(metrics)).unwrap_or_default()
-    }
-}
-
-/// [`Recorder::flush`] on a connection from `pool`, taken only when something is due; a pool error
-/// is logged and the counts wait for the next flush.
-pub async fn flush_pooled(recorder: &Recorder, pool: &deadpool_postgres::Pool, force: bool) -> usize {
-    if !recorder.is_due(force) {
-        return 0;
-    }
-    match pool.get().await {
-        Ok(client) => recorder.flush(&client, force).await,
-        Err(error) => {
-            tracing::warn!(error = %error, "no connection to read the oldest pending age; metrics wait");
-            0
-        }
-    }
-}
-
-/// How long the oldest due outbox row has waited, in milliseconds: `now() − min(available_at)` over
-/// rows a claim would take now (`pending`, `retry` whose backoff ended, `claimed` whose lease
-/// expired); 0 when nothing is due. This is the dispatch lag; it answers from the partial index
-/// `event_outbox_due_idx`, however much history the table holds.
-pub async fn oldest_pending_age_ms(client: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
-    const OLDEST_DUE: &str =
-        "SELECT coalesce((extract(epoch FROM now() - min(available_at)) * 1000)::bigint, 0) \
-         FROM event_outbox WHERE status IN ('pending', 'retry', 'claimed') AND available_at <= now()";
-    let row = sql::query_one(client, OLDEST_DUE, &[]).await?;
-    Ok(row.get::<_, i64>(0).max(0))
 }
 
 #[cfg(test)]
@@ -457,50 +352,48 @@ mod tests {
 
     #[test]
     fn the_recorder_counts_marked_rows_by_event_type_and_skips_fenced_ones() {
-        use crate::events::Envelope;
-        use crate::ids::{ClaimToken, EventId};
-        use crate::outbox::{Claim, Claimed, Failure, FailureMark, Unreadable};
-        let row = |event_type: EventType| Claimed {
-            envelope: Envelope::sample(event_type),
+        use crate::dispatch::{Fate, RowOutcome};
+        use crate::ids::EventId;
+        let row = |event_type: Option<EventType>, fate: Fate| RowOutcome {
+            event_id: EventId::generate(),
+            event_type,
+            recorded_at: Some(Utc::now()),
             attempts: 1,
             lease_expired: false,
-            only_listeners: None,
-            started: Vec::new(),
+            started: 0,
+            failed_starts: 0,
+            fate,
         };
-        let rows = vec![
-            row(EventType::AppointmentCreated),
-            row(EventType::AppointmentCreated),
-            row(EventType::AppointmentCancelled),
-            row(EventType::PatientDeleted),
-        ];
-        let ids: Vec<EventId> = rows.iter().map(|r| r.envelope.id).collect();
-        let unreadable =
-            Unreadable { event_id: EventId::generate(), attempts: 1, problem: "unknown type".into() };
-        let claim = Claim { token: ClaimToken::generate(), rows, unreadable: vec![unreadable.clone()] };
-        let mark = |id, next| FailureMark { event_id: id, next, code: "x".into(), message: "x".into() };
-        let failed = vec![
-            mark(ids[2], Failure::Retry(Duration::from_secs(1))),
-            mark(ids[3], Failure::Dead),
-            mark(unreadable.event_id, Failure::Dead),
+        let code = || "x".to_owned();
+        let outcomes = vec![
+            row(Some(EventType::AppointmentCreated), Fate::Dispatched),
+            // Fenced: its mark changed nothing.
+            row(Some(EventType::AppointmentCreated), Fate::Fenced { intended: "dispatched" }),
+            row(
+                Some(EventType::AppointmentCancelled),
+                Fate::Retry { delay: Duration::from_secs(1), code: code() },
+            ),
+            row(Some(EventType::PatientDeleted), Fate::Dead { code: code() }),
+            // Unreadable, buried.
+            row(None, Fate::Dead { code: code() }),
         ];
         let recorder = Recorder::default();
-        // ids[1] was fenced (not in `dispatched`); every failure mark landed.
-        recorder.record_marks(&claim, &ids[..1], &failed, &[ids[2], ids[3], unreadable.event_id]);
+        recorder.record(&outcomes);
         recorder.batch(Duration::from_millis(7));
         let metrics = recorder.take();
         assert_eq!(
             metrics.counts(EventType::AppointmentCreated),
-            Counts { claimed: 2, dispatched: 1, retried: 0, dead: 0 }
+            Counts { claimed: 2, dispatched: 1, retried: 0, held: 0, dead: 0 }
         );
         assert_eq!(
             metrics.counts(EventType::AppointmentCancelled),
-            Counts { claimed: 1, dispatched: 0, retried: 1, dead: 0 }
+            Counts { claimed: 1, dispatched: 0, retried: 1, held: 0, dead: 0 }
         );
         assert_eq!(
             metrics.counts(EventType::PatientDeleted),
-            Counts { claimed: 1, dispatched: 0, retried: 0, dead: 1 }
+            Counts { claimed: 1, dispatched: 0, retried: 0, held: 0, dead: 1 }
         );
-        assert_eq!(metrics.totals(), Counts { claimed: 5, dispatched: 1, retried: 1, dead: 2 });
+        assert_eq!(metrics.totals(), Counts { claimed: 5, dispatched: 1, retried: 1, held: 0, dead: 2 });
     }
 
     #[test]

@@ -1,0 +1,169 @@
+//! The dispatcher's side of the metrics: the [`Recorder`] it holds, and the lag gauges it reads when
+//! it flushes.
+
+use std::time::Duration;
+
+use deadpool_postgres::GenericClient;
+
+use super::{DispatchMetrics, MetricsMode};
+use crate::db::sql;
+use crate::dispatch::{Fate, RowOutcome};
+
+/// How often a long-running dispatcher emits while it keeps working (it also emits when a drain
+/// ends and whenever [`DispatchMetrics::should_flush`]).
+pub const EMIT_EVERY: Duration = Duration::from_secs(60);
+
+/// The dispatcher's side of the metrics: it records each step's marks and duration, and flushes
+/// (with a fresh oldest-pending age) when asked. Cheap when [`MetricsMode::Off`]: nothing is kept.
+#[derive(Debug)]
+pub struct Recorder {
+    mode: MetricsMode,
+    state: std::sync::Mutex<(DispatchMetrics, std::time::Instant)>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new(MetricsMode::Emf)
+    }
+}
+
+impl Recorder {
+    pub fn new(mode: MetricsMode) -> Recorder {
+        Recorder { mode, state: std::sync::Mutex::new((DispatchMetrics::new(), std::time::Instant::now())) }
+    }
+
+    pub fn mode(&self) -> MetricsMode {
+        self.mode
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut DispatchMetrics, &mut std::time::Instant) -> T) -> Option<T> {
+        if self.mode == MetricsMode::Off {
+            return None;
+        }
+        let mut guard = self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (metrics, last_emit) = &mut *guard;
+        Some(f(metrics, last_emit))
+    }
+
+    /// Records one step's outcomes: every row counts as claimed, and as what became of it (fenced
+    /// rows, whose mark changed nothing, count as claimed only).
+    pub fn record(&self, outcomes: &[RowOutcome]) {
+        self.with(|metrics, _| {
+            for row in outcomes {
+                metrics.claimed(row.event_type);
+                match (&row.fate, row.event_type) {
+                    (Fate::Dispatched, Some(event_type)) => metrics.dispatched(event_type),
+                    (Fate::Retry { .. }, Some(event_type)) => metrics.retried(event_type),
+                    (Fate::Dispatched | Fate::Retry { .. }, None) | (Fate::Fenced { .. }, _) => {}
+                    (Fate::Held { .. }, event_type) => metrics.held(event_type),
+                    (Fate::Dead { .. }, event_type) => metrics.dead(event_type),
+                }
+            }
+        });
+    }
+
+    /// Records the duration of one batch (claim, start, mark).
+    pub fn batch(&self, elapsed: Duration) {
+        self.with(|metrics, _| metrics.batch(elapsed));
+    }
+
+    /// True when something was recorded and `force` is set, [`EMIT_EVERY`] has passed since the last
+    /// emit, or the batch durations reached the EMF limit: what [`Recorder::flush`] checks first
+    /// (cheap; lets a caller skip getting a connection when nothing is due).
+    pub fn is_due(&self, force: bool) -> bool {
+        self.with(|metrics, last_emit| {
+            !metrics.is_empty() && (force || metrics.should_flush() || last_emit.elapsed() >= EMIT_EVERY)
+        })
+        .unwrap_or(false)
+    }
+
+    /// Emits when [`Recorder::is_due`] says so. Reads the lag gauges first (a failure to read them
+    /// is logged and the line goes out without them). Returns the lines printed.
+    pub async fn flush(&self, client: &impl GenericClient, force: bool) -> usize {
+        if !self.is_due(force) {
+            return 0;
+        }
+        let ages = match read_ages(client).await {
+            Ok(ages) => Some(ages),
+            Err(error) => {
+                tracing::warn!(error = %error, "could not read the outbox lag gauges");
+                None
+            }
+        };
+        self.with(|metrics, last_emit| {
+            if let Some(ages) = ages {
+                metrics.ages(ages);
+            }
+            *last_emit = std::time::Instant::now();
+            metrics.emit()
+        })
+        .unwrap_or(0)
+    }
+
+    /// Takes what was recorded so far, leaving the recorder empty (for tests and custom sinks).
+    pub fn take(&self) -> DispatchMetrics {
+        self.with(|metrics, _| std::mem::take(metrics)).unwrap_or_default()
+    }
+}
+
+/// [`Recorder::flush`] on a connection from `pool`, taken only when something is due; a pool error
+/// is logged and the counts wait for the next flush.
+pub async fn flush_pooled(recorder: &Recorder, pool: &deadpool_postgres::Pool, force: bool) -> usize {
+    if !recorder.is_due(force) {
+        return 0;
+    }
+    match pool.get().await {
+        Ok(client) => recorder.flush(&client, force).await,
+        Err(error) => {
+            tracing::warn!(error = %error, "no connection to read the oldest pending age; metrics wait");
+            0
+        }
+    }
+}
+
+/// How long the oldest due outbox row has waited, in milliseconds: `now() − min(available_at)` over
+/// rows a claim would take now (`pending`, `retry` whose backoff ended, `claimed` whose lease
+/// expired); 0 when nothing is due. This is the dispatch lag; it answers from the partial index
+/// `event_outbox_due_idx`, however much history the table holds.
+pub async fn oldest_pending_age_ms(client: &impl GenericClient) -> Result<i64, tokio_postgres::Error> {
+    let row = sql::query_one(client, OLDEST_DUE, &[]).await?;
+    Ok(row.get::<_, i64>(0).max(0))
+}
+
+const OLDEST_DUE: &str = concat!(
+    "SELECT coalesce((extract(epoch FROM now() - min(available_at)) * 1000)::bigint, 0) \
+     FROM event_outbox WHERE ",
+    crate::outbox_due_predicate!()
+);
+
+/// The three gauges in one round trip: oldest due (since `available_at`, from the due index), oldest
+/// live (since `created_at`; a scan of the live rows through the same partial index — the backlog,
+/// not the history) and oldest unsettled start (from `listener_starts_unsettled_idx`).
+const AGES: &str = concat!(
+    "SELECT coalesce((extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now())) \
+                      * 1000)::bigint, 0), \
+            coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0), \
+            (SELECT coalesce((extract(epoch FROM now() - min(s.started_at)) * 1000)::bigint, 0) \
+             FROM listener_starts s WHERE s.settled_at IS NULL AND NOT EXISTS \
+                 (SELECT 1 FROM listener_receipts r WHERE r.listener = s.listener AND r.event_id = s.event_id)) \
+     FROM event_outbox WHERE ",
+    crate::outbox_live_predicate!()
+);
+
+/// The lag gauges (milliseconds, 0 when there is nothing to measure).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ages {
+    pub oldest_pending_ms: i64,
+    pub oldest_live_ms: i64,
+    pub oldest_unsettled_ms: i64,
+}
+
+/// Reads [`Ages`] in one statement.
+pub async fn read_ages(client: &impl GenericClient) -> Result<Ages, tokio_postgres::Error> {
+    let row = sql::query_one(client, AGES, &[]).await?;
+    Ok(Ages {
+        oldest_pending_ms: row.get::<_, i64>(0).max(0),
+        oldest_live_ms: row.get::<_, i64>(1).max(0),
+        oldest_unsettled_ms: row.get::<_, i64>(2).max(0),
+    })
+}
