@@ -139,6 +139,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "notification_delivery",
         sql: include_str!("../../../migrations/V5__notification_delivery.sql"),
     },
+    Migration {
+        version: 6,
+        name: "operator_console",
+        sql: include_str!("../../../migrations/V6__operator_console.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -351,6 +351,9 @@ impl Recorder {
                 None
             }
         };
+        if self.mode() == MetricsMode::Emf {
+            crate::operator::pause::emit_metrics(client).await;
+        }
         self.with(|metrics, last_emit| {
             if let Some(age) = age {
                 metrics.oldest_pending_age(age);
@@ -479,6 +482,7 @@ mod tests {
             lease_expired: false,
             only_listeners: None,
             started: Vec::new(),
+            paused: Vec::new(),
         };
         let rows = vec![
             row(EventType::AppointmentCreated),

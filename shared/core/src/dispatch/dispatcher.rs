@@ -161,11 +161,14 @@ impl Dispatcher {
         let mut done: Vec<EventId> = Vec::new();
         let mut starts: Vec<StartRecord> = Vec::new();
         let mut failed: Vec<FailureMark> = Vec::new();
+        // Rows holding a paused listener's start (and nothing failed): kept live, attempt given back.
+        let mut held: Vec<EventId> = Vec::new();
         for (row, result) in claim.rows.iter().zip(results) {
             report.lease_expired += usize::from(row.lease_expired);
             report.started += result.successes.len();
             report.failed_starts += result.failures.len();
-            if result.failures.is_empty() {
+            let holds = row.held().next().is_some();
+            if result.failures.is_empty() && !holds {
                 done.push(row.envelope.id);
                 continue;
             }
@@ -174,6 +177,10 @@ impl Dispatcher {
                 listener,
                 message_id,
             }));
+            if result.failures.is_empty() {
+                held.push(row.envelope.id);
+                continue;
+            }
             let permanent = result.failures.iter().any(|(_, e)| e.permanent);
             let next = if permanent || row.attempts >= self.config.max_attempts {
                 Failure::Dead
@@ -203,12 +210,13 @@ impl Dispatcher {
         }
 
         let mut client = self.pool.get().await?;
-        let (dispatched, marked_failed) = if failed.is_empty() {
+        let (dispatched, marked_failed) = if failed.is_empty() && held.is_empty() {
             (outbox::mark_dispatched(&client, claim.token, &done).await?, Vec::new())
         } else {
             let tx = client.transaction().await?;
             outbox::record_starts(&tx, &starts).await?;
             let marked_failed = outbox::mark_failed(&tx, claim.token, &failed).await?;
+            outbox::mark_held(&tx, claim.token, &held).await?;
             let dispatched = outbox::mark_dispatched(&tx, claim.token, &done).await?;
             tx.commit().await?;
             (dispatched, marked_failed)

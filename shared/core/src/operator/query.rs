@@ -1,30 +1,17 @@
 //! Reading the outbox for operators: a filtered keyset listing, one row in detail, and counts.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use tokio_postgres::Row;
 
+use super::filter::{OutboxFilter, PREDICATE};
 use crate::db::sql;
 use crate::events::EventType;
 use crate::ids::{EventId, OperatorActionId, WorkspaceId};
 use crate::outbox::OutboxStatus;
-
-/// Which rows to list. Every filter is optional; `before` is the keyset position (an event id).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutboxFilter {
-    /// Scope to one workspace (always set over HTTP).
-    pub workspace: Option<WorkspaceId>,
-    pub status: Option<OutboxStatus>,
-    pub event_type: Option<EventType>,
-    /// Only rows created at least this long ago.
-    pub older_than: Option<Duration>,
-    /// Only rows whose event id sorts before this one (the next page of a newest-first listing).
-    pub before: Option<EventId>,
-}
 
 /// One outbox row as operators see it: ids, type names, status, counters, times and error codes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -47,11 +34,11 @@ pub struct OutboxItem {
     pub updated_at: DateTime<Utc>,
 }
 
-const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+pub(super) const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
      o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
      o.created_at, o.updated_at";
 
-fn item_from_row(row: &Row) -> OutboxItem {
+pub(super) fn item_from_row(row: &Row) -> OutboxItem {
     let resource_id: uuid::Uuid = row.get(4);
     OutboxItem {
         event_id: row.get(0),
@@ -71,18 +58,11 @@ fn item_from_row(row: &Row) -> OutboxItem {
     }
 }
 
-/// The largest age a filter uses; anything older selects the same rows (none).
-const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
-
 fn list_sql() -> String {
     format!(
         "SELECT {ITEM_COLUMNS} FROM event_outbox o JOIN events e ON e.id = o.event_id \
-         WHERE ($1::uuid IS NULL OR e.workspace_id = $1) \
-           AND ($2::text IS NULL OR o.status = $2) \
-           AND ($3::text IS NULL OR e.type = $3) \
-           AND ($4::float8 IS NULL OR o.created_at <= now() - $4 * interval '1 second') \
-           AND ($5::uuid IS NULL OR o.event_id < $5) \
-         ORDER BY o.event_id DESC LIMIT $6"
+         WHERE {PREDICATE} AND ($9::uuid IS NULL OR o.event_id < $9) \
+         ORDER BY o.event_id DESC LIMIT $10"
     )
 }
 
@@ -93,16 +73,11 @@ pub async fn list(
     filter: &OutboxFilter,
     limit: i64,
 ) -> Result<Vec<OutboxItem>, tokio_postgres::Error> {
-    let status = filter.status.map(OutboxStatus::as_str);
-    let event_type = filter.event_type.map(EventType::as_str);
-    // Ages beyond a century select the same rows (none) and keep `now() - age` in range.
-    let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
-    let rows = sql::query(
-        client,
-        &list_sql(),
-        &[&filter.workspace, &status, &event_type, &older_than, &filter.before, &limit],
-    )
-    .await?;
+    let params = filter.params(None);
+    let mut values: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = params.as_sql().to_vec();
+    values.push(&filter.before);
+    values.push(&limit);
+    let rows = sql::query(client, &list_sql(), &values).await?;
     Ok(rows.iter().map(item_from_row).collect())
 }
 
@@ -248,4 +223,31 @@ pub async fn stats(
         }
     };
     Ok(Stats { by_status, oldest_pending_age_ms, dead_by_error_code })
+}
+
+/// The console's overview: the stats, the oldest live row's age, and the paused listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overview {
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// Age of the oldest live row (`pending`, `claimed`, `retry`, due or not), 0 when none.
+    pub oldest_live_age_ms: i64,
+    pub paused_listeners: Vec<super::pause::Paused>,
+}
+
+const OLDEST_LIVE: &str = "SELECT coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) \
+     FROM event_outbox o \
+     WHERE o.status IN ('pending', 'retry', 'claimed') \
+       AND ($1::uuid IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1))";
+
+/// [`stats`] plus the oldest live age and the paused listeners (within `workspace` when given).
+pub async fn overview(
+    client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+) -> Result<Overview, tokio_postgres::Error> {
+    let stats = stats(client, workspace).await?;
+    let oldest_live_age_ms = sql::query_one(client, OLDEST_LIVE, &[&workspace]).await?.get::<_, i64>(0).max(0);
+    let paused_listeners = super::pause::paused(client, workspace).await?;
+    Ok(Overview { stats, oldest_live_age_ms, paused_listeners })
 }

@@ -28,12 +28,23 @@ pub struct Claimed {
     pub only_listeners: Option<Vec<Listener>>,
     /// Listeners recorded as started by earlier attempts (empty on the first attempt).
     pub started: Vec<Listener>,
+    /// Listeners paused in the event's workspace ([`crate::operator::pause`]): not started, held.
+    pub paused: Vec<Listener>,
 }
 
 impl Claimed {
     /// The listeners this attempt must start: routed for the event type, restricted to
-    /// `only_listeners` when set, minus those already started.
+    /// `only_listeners` when set, minus those already started and those paused.
     pub fn to_start(&self) -> impl Iterator<Item = Listener> + '_ {
+        self.due().filter(move |listener| !self.paused.contains(listener))
+    }
+
+    /// The listeners this attempt holds back because they are paused (the row is then held).
+    pub fn held(&self) -> impl Iterator<Item = Listener> + '_ {
+        self.due().filter(move |listener| self.paused.contains(listener))
+    }
+
+    fn due(&self) -> impl Iterator<Item = Listener> + '_ {
         listeners(self.envelope.event_type).iter().copied().filter(move |listener| {
             self.only_listeners.as_ref().is_none_or(|only| only.contains(listener))
                 && !self.started.contains(listener)
@@ -99,6 +110,7 @@ pub async fn claim(
                 lease_expired: previous == "claimed",
                 only_listeners: parse_listeners(row.get(2)),
                 started: parse_listeners(row.get(3)).unwrap_or_default(),
+                paused: parse_listeners(row.get("paused")).unwrap_or_default(),
             }),
             Err(error) => claim.unreadable.push(Unreadable {
                 event_id: error.event_id,
@@ -136,6 +148,7 @@ mod tests {
             lease_expired: false,
             only_listeners: only,
             started,
+            paused: vec![],
         }
     }
 
@@ -153,5 +166,9 @@ mod tests {
         assert_eq!(replay.to_start().collect::<Vec<_>>(), [Listener::PatientCancellationNotice]);
         let nothing = claimed(Some(vec![]), vec![]);
         assert_eq!(nothing.to_start().count(), 0);
+        let mut paused = claimed(None, vec![]);
+        paused.paused = vec![Listener::PatientCancellationNotice];
+        assert_eq!(paused.to_start().collect::<Vec<_>>(), [Listener::PractitionerScheduleChange]);
+        assert_eq!(paused.held().collect::<Vec<_>>(), [Listener::PatientCancellationNotice]);
     }
 }

@@ -1,7 +1,8 @@
 -- One statement, one round trip: pick due rows (pending; retry whose backoff ended; claimed whose
 -- lease expired) without waiting on rows another dispatcher holds, claim them under a fresh token and
 -- lease, and return each event's envelope. A re-claimed row (attempts > 1) also returns the listeners
--- already started, so only the missing ones start again.
+-- already started, so only the missing ones start again (a row held for a paused listener too, whose
+-- attempt was given back), and every row returns its workspace's paused listeners (a tiny table).
 --
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
@@ -30,7 +31,8 @@ WHERE o.event_id = due.event_id
 RETURNING o.attempts,
           due.previous_status,
           o.only_listeners,
-          CASE WHEN o.attempts > 1 THEN
+          CASE WHEN o.attempts > 1 OR o.last_error_code = 'listener_paused' THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
-          {ENVELOPE_COLUMNS}
+          {ENVELOPE_COLUMNS},
+          ARRAY(SELECT p.listener FROM listener_pauses p WHERE p.workspace_id = e.workspace_id) AS paused

@@ -37,11 +37,13 @@
 
 mod backoff;
 mod claim;
+mod hold;
 mod mark;
 pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
 pub use claim::{claim, Claim, Claimed, Unreadable};
+pub use hold::{mark_held, HOLD_RECHECK};
 pub use mark::{mark_dispatched, mark_failed, record_starts, Failure, FailureMark, StartRecord};
 
 pub use crate::ids::ClaimToken;

@@ -2,12 +2,14 @@
 //! unit of work ([`super::unit_of_work::Mutation::run`]), and answer; they hold no business rules.
 
 pub mod appointments;
+pub mod console;
 pub mod deliveries;
 pub mod health;
 pub mod notifications;
 pub mod outbox;
 pub mod patients;
 pub mod practitioners;
+pub mod recovery;
 pub mod timelines;
 
 use std::str::FromStr;
