@@ -114,16 +114,8 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "schema",
-        sql: include_str!("../../../migrations/V1__schema.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "app_role",
-        sql: include_str!("../../../migrations/V2__app_role.sql"),
-    },
+    Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
+    Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
     Migration {
         version: 3,
         name: "workspace_settings_and_disclosures",

@@ -6,6 +6,7 @@ pub mod deliveries;
 pub mod dev;
 pub mod dispatch;
 pub mod migrate;
+pub mod operate;
 pub mod outbox;
 pub mod reminders;
 pub mod token;

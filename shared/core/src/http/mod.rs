@@ -61,8 +61,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/system/events/{id}"),
     ("get", "/v1/system/overview"),
     ("get", "/v1/system/listeners"),
-    ("post", "/v1/system/listeners/{listener}/pause"),
-    ("post", "/v1/system/listeners/{listener}/resume"),
+    ("post", "/v1/system/listeners/pause"),
+    ("post", "/v1/system/listeners/resume"),
     ("get", "/console"),
     ("get", "/console/console.js"),
     ("get", "/console/console.css"),
@@ -77,8 +77,8 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
     use routes::{
-        appointments, console, deliveries, health, notifications, outbox, patients, practitioners,
-        recovery, timelines,
+        appointments, console, deliveries, health, notifications, outbox, patients, practitioners, recovery,
+        timelines,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -107,8 +107,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/events/{id}", get(recovery::explain))
         .route("/v1/system/overview", get(recovery::overview))
         .route("/v1/system/listeners", get(recovery::listener_list))
-        .route("/v1/system/listeners/{listener}/pause", post(recovery::pause_listener))
-        .route("/v1/system/listeners/{listener}/resume", post(recovery::resume_listener))
+        .route("/v1/system/listeners/pause", post(recovery::pause_listener))
+        .route("/v1/system/listeners/resume", post(recovery::resume_listener))
         .route("/console", get(console::page))
         .route("/console/console.js", get(console::script))
         .route("/console/console.css", get(console::style))

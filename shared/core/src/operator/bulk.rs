@@ -10,6 +10,7 @@
 //!   at most `limit` targets per request ([`MAX_LIMIT`]); every audit row of one request carries the
 //!   same batch id. A row whose status changed between selection and lock is skipped with its code
 //!   (`conflict`, `not_found`, `invalid`) and changes nothing; the answer says how many remain.
+//! - A request names at least one filter field besides the workspace (422 naming `filter`).
 //! - Only rows in a status the action accepts are selected; a `status` filter the action does not
 //!   accept selects nothing.
 
@@ -93,9 +94,23 @@ async fn targets(
 }
 
 /// Runs `request` over the rows its filter matches (scoped by `request.filter.workspace`).
-pub async fn run(client: &mut Object, request: &BulkRequest, operator: &Operator) -> DomainResult<BulkAnswer> {
+pub async fn run(
+    client: &mut Object,
+    request: &BulkRequest,
+    operator: &Operator,
+) -> DomainResult<BulkAnswer> {
     if !(1..=MAX_LIMIT).contains(&request.limit) {
-        return Err(crate::domain::input::FieldError::new("limit", format!("must be 1 to {MAX_LIMIT}")).into());
+        return Err(
+            crate::domain::input::FieldError::new("limit", format!("must be 1 to {MAX_LIMIT}")).into()
+        );
+    }
+    let unscoped = OutboxFilter { workspace: None, ..request.filter.clone() };
+    if unscoped == OutboxFilter::default() {
+        return Err(crate::domain::input::FieldError::new(
+            "filter",
+            "must name at least one field (status, eventType, listener, errorCode, from, to, resourceId)",
+        )
+        .into());
     }
     let action = request.action.action;
     let params = request.filter.params(Some(accepted(action)));
@@ -130,9 +145,15 @@ pub async fn run(client: &mut Object, request: &BulkRequest, operator: &Operator
                 .await
             {
                 Ok(_) => answer.applied += 1,
-                Err(DomainError::Conflict(_)) => answer.skipped.push(Skipped { event_id: *id, code: "conflict" }),
-                Err(DomainError::NotFound) => answer.skipped.push(Skipped { event_id: *id, code: "not_found" }),
-                Err(DomainError::Invalid(_)) => answer.skipped.push(Skipped { event_id: *id, code: "invalid" }),
+                Err(DomainError::Conflict(_)) => {
+                    answer.skipped.push(Skipped { event_id: *id, code: "conflict" })
+                }
+                Err(DomainError::NotFound) => {
+                    answer.skipped.push(Skipped { event_id: *id, code: "not_found" })
+                }
+                Err(DomainError::Invalid(_)) => {
+                    answer.skipped.push(Skipped { event_id: *id, code: "invalid" })
+                }
                 Err(other) => return Err(other),
             }
         }

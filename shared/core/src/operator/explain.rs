@@ -171,7 +171,8 @@ async fn outbox(client: &impl GenericClient, e: &Envelope) -> DomainResult<Secti
     Ok(answer)
 }
 
-const STARTS: &str = "SELECT listener, started_at, transport_message_id FROM listener_starts WHERE event_id = $1";
+const STARTS: &str =
+    "SELECT listener, started_at, transport_message_id FROM listener_starts WHERE event_id = $1";
 const RECEIPTS: &str = "SELECT listener, received_at FROM listener_receipts WHERE event_id = $1";
 const PAUSES: &str = "SELECT listener FROM listener_pauses WHERE workspace_id = $1";
 

@@ -147,7 +147,8 @@ impl OutboxFilter {
                 let fits = !code.is_empty()
                     && code.len() <= MAX_CODE_CHARS
                     && code.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
-                fits.then_some(code).ok_or_else(|| bad("errorCode", "must be an error code (letters, digits, _-.:)"))
+                fits.then_some(code)
+                    .ok_or_else(|| bad("errorCode", "must be an error code (letters, digits, _-.:)"))
             })
             .transpose()?;
         let time = |field: &str| {

@@ -59,7 +59,8 @@ const RELEASE: &str = "UPDATE event_outbox o SET available_at = o.created_at, up
      FROM events e \
      WHERE e.id = o.event_id AND e.workspace_id = $1 AND e.type = ANY ($2) \
        AND o.status = 'retry' AND o.last_error_code = $3";
-const AUDIT: &str = "INSERT INTO listener_pause_actions (id, workspace_id, listener, action, actor, reason, released) \
+const AUDIT: &str =
+    "INSERT INTO listener_pause_actions (id, workspace_id, listener, action, actor, reason, released) \
      VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at";
 const PAUSED: &str = "SELECT p.listener, p.paused_by, p.paused_at FROM listener_pauses p \
      WHERE ($1::uuid IS NULL OR p.workspace_id = $1) ORDER BY p.listener";

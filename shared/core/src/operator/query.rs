@@ -34,7 +34,8 @@ pub struct OutboxItem {
     pub updated_at: DateTime<Utc>,
 }
 
-pub(super) const ITEM_COLUMNS: &str = "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
+pub(super) const ITEM_COLUMNS: &str =
+    "o.event_id, e.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
      o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
      o.created_at, o.updated_at";
 
@@ -247,7 +248,8 @@ pub async fn overview(
     workspace: Option<WorkspaceId>,
 ) -> Result<Overview, tokio_postgres::Error> {
     let stats = stats(client, workspace).await?;
-    let oldest_live_age_ms = sql::query_one(client, OLDEST_LIVE, &[&workspace]).await?.get::<_, i64>(0).max(0);
+    let oldest_live_age_ms =
+        sql::query_one(client, OLDEST_LIVE, &[&workspace]).await?.get::<_, i64>(0).max(0);
     let paused_listeners = super::pause::paused(client, workspace).await?;
     Ok(Overview { stats, oldest_live_age_ms, paused_listeners })
 }

@@ -204,7 +204,7 @@ async function loadListeners() {
 async function toggle(listener) {
   const reason = $('pause-reason').value;
   const verb = listener.paused ? 'resume' : 'pause';
-  const record = await api('POST', '/v1/system/listeners/' + encodeURIComponent(listener.listener) + '/' + verb, { reason });
+  const record = await api('POST', '/v1/system/listeners/' + verb, { listener: listener.listener, reason });
   say(verb + ' ' + record.listener + (verb === 'resume' ? ': released ' + record.released + ' rows' : '') + '.');
   await Promise.all([loadListeners(), loadOverview()]);
 }

@@ -8,8 +8,11 @@
 //!   "listeners": [...], "limit": 1000 }`: a dry run answers the count and a sample; otherwise every
 //!   target is acted on through the single-row action in bounded transactions, one audit row each
 //!   under one batch id ([`crate::operator::bulk`]). The reason is required either way.
-//! - `GET /v1/system/listeners` and `POST /v1/system/listeners/{listener}/pause|resume` with
-//!   `{ "reason": "…" }` ([`crate::operator::pause`]).
+//! - `GET /v1/system/listeners` and `POST /v1/system/listeners/pause|resume` with
+//!   `{ "listener": "…", "reason": "…" }` ([`crate::operator::pause`]).
+//!
+//! A bulk request must name at least one filter field (an empty filter answers 422 naming
+//! `filter`): "every row of the workspace" is never one keystroke away.
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -26,7 +29,9 @@ use crate::http::request::JsonBody;
 use crate::http::AppState;
 use crate::ids::{EventId, MemberId};
 use crate::listeners::{listeners, Listener};
-use crate::operator::{self, bulk, pause, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
+use crate::operator::{
+    self, bulk, pause, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason,
+};
 
 fn operator_of(caller: &Caller) -> Operator {
     Operator::member(MemberId::from_ulid(caller.subject))
@@ -63,10 +68,9 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
     };
     let limit = match body.remove("limit") {
         None | Some(Value::Null) => 1_000,
-        Some(value) => value
-            .as_i64()
-            .filter(|n| (1..=bulk::MAX_LIMIT).contains(n))
-            .ok_or_else(|| FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT)))?,
+        Some(value) => value.as_i64().filter(|n| (1..=bulk::MAX_LIMIT).contains(n)).ok_or_else(|| {
+            FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT))
+        })?,
     };
     let filter = match body.remove("filter") {
         None | Some(Value::Null) => Map::new(),
@@ -87,10 +91,16 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
     }
     let filter = OutboxFilter::parse(|field| filter.get(field).and_then(Value::as_str).map(str::to_owned))
         .map_err(|error| FieldError::new(format!("filter.{}", error.field), error.message))?;
+
     Ok(BulkRequest { filter, action, dry_run, limit })
 }
 
-async fn bulk_act(state: AppState, caller: Caller, body: JsonBody, action: ActionKind) -> Result<Response, ApiError> {
+async fn bulk_act(
+    state: AppState,
+    caller: Caller,
+    body: JsonBody,
+    action: ActionKind,
+) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let mut request = bulk_request(action, body.value)?;
     request.filter.workspace = Some(caller.workspace_id);
@@ -99,11 +109,19 @@ async fn bulk_act(state: AppState, caller: Caller, body: JsonBody, action: Actio
     Ok(Json(answer).into_response())
 }
 
-pub async fn bulk_retry(State(state): State<AppState>, caller: Caller, body: JsonBody) -> Result<Response, ApiError> {
+pub async fn bulk_retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
     bulk_act(state, caller, body, ActionKind::Retry).await
 }
 
-pub async fn bulk_replay(State(state): State<AppState>, caller: Caller, body: JsonBody) -> Result<Response, ApiError> {
+pub async fn bulk_replay(
+    State(state): State<AppState>,
+    caller: Caller,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
     bulk_act(state, caller, body, ActionKind::Replay).await
 }
 
@@ -141,12 +159,19 @@ pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Res
     Ok(Json(json!({ "items": items })).into_response())
 }
 
-async fn pause_act(state: AppState, caller: Caller, name: String, body: JsonBody, resume: bool) -> Result<Response, ApiError> {
+async fn pause_act(
+    state: AppState,
+    caller: Caller,
+    body: JsonBody,
+    resume: bool,
+) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let mut fields = Fields::new(body.value)?;
     let reason = Reason::parse(&fields.required_str("reason")?)?;
+    let name = fields.required_str("listener")?;
     fields.finish()?;
-    let listener = Listener::parse(&name).ok_or_else(|| FieldError::new("listener", "must be a listener name"))?;
+    let listener =
+        Listener::parse(name.trim()).ok_or_else(|| FieldError::new("listener", "must be a listener name"))?;
     let operator = operator_of(&caller);
     let mut conn = state.pool.get().await?;
     let tx = conn.transaction().await?;
@@ -162,17 +187,15 @@ async fn pause_act(state: AppState, caller: Caller, name: String, body: JsonBody
 pub async fn pause_listener(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    pause_act(state, caller, name, body, false).await
+    pause_act(state, caller, body, false).await
 }
 
 pub async fn resume_listener(
     State(state): State<AppState>,
     caller: Caller,
-    Path(name): Path<String>,
     body: JsonBody,
 ) -> Result<Response, ApiError> {
-    pause_act(state, caller, name, body, true).await
+    pause_act(state, caller, body, true).await
 }
