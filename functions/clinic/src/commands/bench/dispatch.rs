@@ -40,7 +40,7 @@ const ULID_LIKE: &str = "(lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1
      || lpad(to_hex(g), 8, '0') || substr(md5(random()::text), 1, 12))::uuid";
 
 /// Appends `$2` events of workspace `$1` with outbox rows in status `$3` (by plain SQL, one statement).
-fn prefill_sql() -> String {
+pub(super) fn prefill_sql() -> String {
     format!(
         "WITH e AS ( \
              INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at, \

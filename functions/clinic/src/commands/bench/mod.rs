@@ -1,4 +1,4 @@
-//! `clinic bench write|dispatch|latency|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
+//! `clinic bench write|dispatch|latency|recovery|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
 //! in one run, on one database, and prints a markdown table (machine description first).
 //!
 //! Invariants:
@@ -18,6 +18,7 @@ mod client;
 mod db;
 mod dispatch;
 mod latency;
+mod recovery;
 mod report;
 mod serve;
 mod stats;
@@ -41,6 +42,8 @@ enum Target {
     Dispatch(Options),
     /// Latency: commit → listener receipt at a steady rate through the API and the local transport.
     Latency(Options),
+    /// Bulk recovery: 1,000 dead rows retried through the operator's bulk path beside raw SQL.
+    Recovery(Options),
     /// Everything above, one table.
     All(Options),
     /// The API server child of the write and latency runs (internal).
@@ -104,7 +107,8 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Write(o) => (o, &[Section::Write]),
         Target::Dispatch(o) => (o, &[Section::Dispatch]),
         Target::Latency(o) => (o, &[Section::Latency]),
-        Target::All(o) => (o, &[Section::Write, Section::Dispatch, Section::Latency]),
+        Target::Recovery(o) => (o, &[Section::Recovery]),
+        Target::All(o) => (o, &[Section::Write, Section::Dispatch, Section::Latency, Section::Recovery]),
     };
     init_logging();
     anyhow::ensure!(options.clients >= 1, "--clients must be at least 1");
@@ -123,6 +127,7 @@ enum Section {
     Write,
     Dispatch,
     Latency,
+    Recovery,
 }
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
@@ -134,6 +139,7 @@ async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) 
             Section::Write => write::run(&bench_db, options, &mut report).await,
             Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await,
             Section::Latency => latency::run(&bench_db, options, &mut report).await,
+            Section::Recovery => recovery::run(&bench_db, options, &mut report).await,
         };
         let dropped = bench_db.drop_database().await;
         outcome?;

@@ -123,8 +123,8 @@ async function bulk(dryRun) {
   const answer = await api('POST', '/v1/system/outbox/bulk/' + action, body);
   const result = $('bulk-result');
   if (dryRun) {
-    result.textContent = 'Dry run: ' + answer.matched + ' rows would be ' + action + (action === 'retry' ? 'ed' : 'ed') +
-      '. Sample: ' + answer.sample.join(', ');
+    const done = { retry: 'retried', replay: 'replayed', discard: 'discarded' }[action];
+    result.textContent = 'Dry run: ' + answer.matched + ' rows would be ' + done + '. Sample: ' + answer.sample.join(', ');
     result.dataset.matched = String(answer.matched);
     dryRunKey = answer.matched > 0 ? key : null;
     $('bulk-apply').disabled = answer.matched === 0;

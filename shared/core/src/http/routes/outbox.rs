@@ -33,7 +33,8 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let page = PageRequest::parse(&query)?;
-    let mut filter = OutboxFilter::parse(|field| query.get(field).cloned())?;
+    let mut filter =
+        OutboxFilter::parse(|field| query.get(field).cloned()).map_err(ApiError::BadParameter)?;
     filter.workspace = Some(caller.workspace_id);
     let scope = format!("outbox:{}", filter.scope_key());
     filter.before = page.after(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
