@@ -37,7 +37,7 @@ enum OutboxCommand {
     /// Counts by status, the oldest due row's wait, dead rows by error code.
     Stats(ScopeArgs),
     /// Retry, replay or discard every row matching a filter (`--dry-run` counts only).
-    Bulk(super::operate::BulkArgs),
+    Bulk(Box<super::operate::BulkArgs>),
     /// Delete finished outbox rows, listener starts and receipts older than the retention.
     Sweep(SweepArgs),
 }
@@ -123,7 +123,7 @@ pub async fn run(args: OutboxArgs) -> anyhow::Result<()> {
         OutboxCommand::Discard(args) => act(ActionKind::Discard, args, None).await,
         OutboxCommand::Stats(args) => stats(args).await,
         OutboxCommand::Sweep(args) => sweep(args).await,
-        OutboxCommand::Bulk(args) => super::operate::bulk(args).await,
+        OutboxCommand::Bulk(args) => super::operate::bulk(*args).await,
     }
 }
 
