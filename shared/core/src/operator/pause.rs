@@ -24,8 +24,7 @@ use crate::events::EventType;
 use crate::ids::WorkspaceId;
 use crate::listeners::{listeners, Listener};
 
-/// The `last_error_code` of a row held for a paused listener.
-pub const HELD_CODE: &str = "listener_paused";
+pub use crate::outbox::HELD_CODE;
 
 /// A paused listener and what it holds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -13,7 +13,11 @@ use crate::listeners::{listeners, Listener};
 
 fn claim_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| include_str!("claim.sql").replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS))
+    SQL.get_or_init(|| {
+        include_str!("claim.sql")
+            .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
+            .replace("{HELD_CODE}", super::HELD_CODE)
+    })
 }
 
 /// One claimed, readable row.

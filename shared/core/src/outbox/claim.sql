@@ -31,7 +31,7 @@ WHERE o.event_id = due.event_id
 RETURNING o.attempts,
           due.previous_status,
           o.only_listeners,
-          CASE WHEN o.attempts > 1 OR o.last_error_code = 'listener_paused' THEN
+          CASE WHEN o.attempts > 1 OR o.last_error_code = '{HELD_CODE}' THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
           {ENVELOPE_COLUMNS},

@@ -10,6 +10,10 @@ use deadpool_postgres::GenericClient;
 use crate::db::sql;
 use crate::ids::{ClaimToken, EventId};
 
+/// The `last_error_code` of a row held for a paused listener (also read by `claim.sql` and
+/// [`crate::operator::pause`]).
+pub const HELD_CODE: &str = "listener_paused";
+
 /// How long a held row waits before the claim looks at it again (a safety net: resume releases
 /// held rows at once).
 pub const HOLD_RECHECK: Duration = Duration::from_secs(300);
@@ -18,7 +22,7 @@ const MARK_HELD: &str = "UPDATE event_outbox \
      SET status = 'retry', attempts = greatest(attempts - 1, 0), \
          available_at = now() + $3::float8 * interval '1 millisecond', \
          claim_token = NULL, claimed_until = NULL, claimed_by = NULL, \
-         last_error_code = 'listener_paused', updated_at = now() \
+         last_error_code = $4, updated_at = now() \
      WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
      RETURNING event_id";
 
@@ -32,6 +36,6 @@ pub async fn mark_held(
         return Ok(Vec::new());
     }
     let recheck_ms = HOLD_RECHECK.as_secs_f64() * 1000.0;
-    let rows = sql::query(client, MARK_HELD, &[&event_ids, &token, &recheck_ms]).await?;
+    let rows = sql::query(client, MARK_HELD, &[&event_ids, &token, &recheck_ms, &HELD_CODE]).await?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }

@@ -43,7 +43,7 @@ pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
 pub use claim::{claim, Claim, Claimed, Unreadable};
-pub use hold::{mark_held, HOLD_RECHECK};
+pub use hold::{mark_held, HELD_CODE, HOLD_RECHECK};
 pub use mark::{mark_dispatched, mark_failed, record_starts, Failure, FailureMark, StartRecord};
 
 pub use crate::ids::ClaimToken;
