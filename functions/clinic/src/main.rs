@@ -29,6 +29,10 @@ enum Command {
     Workspaces(commands::workspaces::WorkspacesArgs),
     /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
     Outbox(commands::outbox::OutboxArgs),
+    /// Explain one event end to end: envelope, links, outbox, listeners, deliveries, causes, actions.
+    Explain(commands::operate::ExplainArgs),
+    /// Pause, resume and list paused listeners (durable, audited).
+    Listeners(commands::operate::ListenersArgs),
     /// Notification deliveries: list, retry, discard, send (docs/delivery.md).
     Deliveries(commands::deliveries::DeliveriesArgs),
     /// Scheduled jobs run by hand: `reminders run`.
@@ -51,6 +55,8 @@ async fn main() -> anyhow::Result<()> {
         Command::Token(args) => commands::token::run(args),
         Command::Workspaces(args) => commands::workspaces::run(args).await,
         Command::Outbox(args) => commands::outbox::run(args).await,
+        Command::Explain(args) => commands::operate::explain(args).await,
+        Command::Listeners(args) => commands::operate::listeners(args).await,
         Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,
         Command::Bench(args) => commands::bench::run(args).await,

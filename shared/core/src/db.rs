@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "custody_and_timeouts",
         sql: include_str!("../../../migrations/V8__custody_and_timeouts.sql"),
     },
+    Migration {
+        version: 9,
+        name: "operator_console",
+        sql: include_str!("../../../migrations/V9__operator_console.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

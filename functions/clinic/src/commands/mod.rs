@@ -5,6 +5,7 @@ pub mod chaos;
 pub mod deliveries;
 pub mod dev;
 pub mod migrate;
+pub mod operate;
 pub mod outbox;
 pub mod reminders;
 pub mod token;

@@ -36,6 +36,8 @@ enum OutboxCommand {
     Discard(ActionArgs),
     /// Counts by status, the oldest due row's wait, dead rows by error code.
     Stats(ScopeArgs),
+    /// Retry, replay or discard every row matching a filter (`--dry-run` counts only).
+    Bulk(Box<super::operate::BulkArgs>),
     /// Delete finished outbox rows, listener starts and receipts older than the retention, expired
     /// idempotency keys and reminder claims of long-past start times (docs/retention.md).
     Sweep(SweepArgs),
@@ -139,6 +141,7 @@ pub async fn run(args: OutboxArgs) -> anyhow::Result<()> {
         OutboxCommand::Stats(args) => stats(args).await,
         OutboxCommand::Sweep(args) => sweep(args).await,
         OutboxCommand::Unsettled(args) => unsettled(args).await,
+        OutboxCommand::Bulk(args) => super::operate::bulk(*args).await,
     }
 }
 
@@ -198,7 +201,14 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
         })
         .transpose()?;
     let before = args.before.as_deref().map(event_id).transpose()?;
-    let filter = OutboxFilter { workspace: workspace(&args.scope)?, status, event_type, older_than, before };
+    let filter = OutboxFilter {
+        workspace: workspace(&args.scope)?,
+        status,
+        event_type,
+        older_than,
+        before,
+        ..Default::default()
+    };
     let (pool, _cluster) = pool().await?;
     let client = pool.get().await?;
     let items = operator::list(&client, &filter, args.limit).await?;

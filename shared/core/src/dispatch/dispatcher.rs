@@ -200,7 +200,10 @@ impl Dispatcher {
         // (local); starts of rows that failed in part are recorded anyway, so a retry skips them.
         let settled = self.transport.settles_on_start();
         for (row, result) in claim.rows.iter().zip(results) {
-            let record = !settled || !result.failures.is_empty() || !row.unknown_listeners.is_empty();
+            let record = !settled
+                || !result.failures.is_empty()
+                || !row.unknown_listeners.is_empty()
+                || row.held().next().is_some();
             starts.extend(result.successes.iter().filter(|_| record).map(|(listener, message_id)| {
                 StartRecord { event_id: row.envelope.id, listener: *listener, message_id: message_id.clone() }
             }));
@@ -293,8 +296,19 @@ impl Dispatcher {
             code: code.to_owned(),
             message,
         };
-        if result.failures.is_empty() && row.unknown_listeners.is_empty() {
+        let paused: Vec<&str> = row.held().map(|listener| listener.as_str()).collect();
+        if result.failures.is_empty() && row.unknown_listeners.is_empty() && paused.is_empty() {
             return Plan { outcome: outcome(Fate::Dispatched), failure: None };
+        }
+        if result.failures.is_empty() && row.unknown_listeners.is_empty() {
+            // Paused listeners (operator::pause): the row stays in custody, its attempt given back;
+            // resume makes it due at once, in event order.
+            let delay = outbox::HOLD_RECHECK;
+            let message = format!("held for paused listeners: {}", paused.join(", "));
+            return Plan {
+                outcome: outcome(Fate::Held { delay, code: outbox::HELD_CODE.into() }),
+                failure: Some(mark(Failure::Hold(delay), outbox::HELD_CODE, message)),
+            };
         }
         if result.failures.is_empty() {
             let names = row.unknown_listeners.join(", ");

@@ -61,6 +61,17 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/system/outbox/{id}/retry"),
     ("post", "/v1/system/outbox/{id}/replay"),
     ("post", "/v1/system/outbox/{id}/discard"),
+    ("post", "/v1/system/outbox/bulk/retry"),
+    ("post", "/v1/system/outbox/bulk/replay"),
+    ("post", "/v1/system/outbox/bulk/discard"),
+    ("get", "/v1/system/events/{id}"),
+    ("get", "/v1/system/overview"),
+    ("get", "/v1/system/listeners"),
+    ("post", "/v1/system/listeners/pause"),
+    ("post", "/v1/system/listeners/resume"),
+    ("get", "/console"),
+    ("get", "/console/console.js"),
+    ("get", "/console/console.css"),
     ("get", "/v1/system/deliveries"),
     ("post", "/v1/system/deliveries/{id}/retry"),
     ("post", "/v1/system/deliveries/{id}/discard"),
@@ -72,7 +83,8 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
     use routes::{
-        appointments, deliveries, health, lists, notifications, outbox, patients, practitioners, timelines,
+        appointments, console, deliveries, health, lists, notifications, outbox, patients, practitioners,
+        recovery, timelines,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -97,6 +109,17 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/outbox/{id}/retry", post(outbox::retry))
         .route("/v1/system/outbox/{id}/replay", post(outbox::replay))
         .route("/v1/system/outbox/{id}/discard", post(outbox::discard))
+        .route("/v1/system/outbox/bulk/retry", post(recovery::bulk_retry))
+        .route("/v1/system/outbox/bulk/replay", post(recovery::bulk_replay))
+        .route("/v1/system/outbox/bulk/discard", post(recovery::bulk_discard))
+        .route("/v1/system/events/{id}", get(recovery::explain))
+        .route("/v1/system/overview", get(recovery::overview))
+        .route("/v1/system/listeners", get(recovery::listener_list))
+        .route("/v1/system/listeners/pause", post(recovery::pause_listener))
+        .route("/v1/system/listeners/resume", post(recovery::resume_listener))
+        .route("/console", get(console::page))
+        .route("/console/console.js", get(console::script))
+        .route("/console/console.css", get(console::style))
         .route("/v1/system/deliveries", get(deliveries::list))
         .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
         .route("/v1/system/deliveries/{id}/discard", post(deliveries::discard))

@@ -115,6 +115,9 @@ pub struct ActionRecord {
     pub status_after: String,
     /// Replay: the listeners started again (all of the event type's when none were named).
     pub listeners: Option<Vec<String>>,
+    /// The bulk request this action was part of (absent for single-row actions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<ulid::Ulid>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -140,16 +143,21 @@ const FORGET_STARTS: &str = "DELETE FROM listener_starts \
 const DISCARD: &str = "UPDATE event_outbox SET status = 'discarded', updated_at = now() WHERE event_id = $1";
 
 const INSERT_ACTION: &str = "INSERT INTO operator_actions \
-     (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) \
+     (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners, batch_id) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
      RETURNING created_at";
 
-fn accepts(action: ActionKind, status: OutboxStatus) -> bool {
+/// The statuses `action` accepts (what a bulk action selects by default).
+pub(super) fn accepted(action: ActionKind) -> &'static [OutboxStatus] {
     match action {
-        ActionKind::Retry => matches!(status, OutboxStatus::Dead | OutboxStatus::Retry),
-        ActionKind::Replay => status == OutboxStatus::Dispatched,
-        ActionKind::Discard => status == OutboxStatus::Dead,
+        ActionKind::Retry => &[OutboxStatus::Dead, OutboxStatus::Retry],
+        ActionKind::Replay => &[OutboxStatus::Dispatched],
+        ActionKind::Discard => &[OutboxStatus::Dead],
     }
+}
+
+fn accepts(action: ActionKind, status: OutboxStatus) -> bool {
+    accepted(action).contains(&status)
 }
 
 fn accepted_statuses(action: ActionKind) -> &'static str {
@@ -171,6 +179,19 @@ pub async fn perform(
     event_id: EventId,
     request: &ActionRequest,
     operator: &Operator,
+) -> DomainResult<ActionRecord> {
+    perform_in_batch(tx, workspace, event_id, request, operator, None).await
+}
+
+/// [`perform`] as one target of a bulk request: the audit row carries `batch` (the one code path of
+/// single-row and bulk actions).
+pub async fn perform_in_batch(
+    tx: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+    event_id: EventId,
+    request: &ActionRequest,
+    operator: &Operator,
+    batch: Option<ulid::Ulid>,
 ) -> DomainResult<ActionRecord> {
     let row = sql::query_opt(tx, LOCK_ROW, &[&event_id, &workspace]).await?.ok_or(DomainError::NotFound)?;
     let status_name: String = row.get(0);
@@ -227,6 +248,7 @@ pub async fn perform(
             &before.as_str(),
             &after.as_str(),
             &listener_names,
+            &batch.map(uuid::Uuid::from),
         ],
     )
     .await?;
@@ -248,6 +270,7 @@ pub async fn perform(
         status_before: before.as_str().to_owned(),
         status_after: after.as_str().to_owned(),
         listeners: listener_names.map(|names| names.into_iter().map(str::to_owned).collect()),
+        batch_id: batch,
         created_at: inserted.get(0),
     })
 }

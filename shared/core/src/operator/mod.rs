@@ -27,8 +27,15 @@
 //! - Listings answer ids, type names, statuses, counters, times and error codes — never reasons,
 //!   names or other health data. The operator's reason is stored in `operator_actions` only and is
 //!   never logged; logs carry event ids, actions and statuses.
+//! - Bulk actions ([`bulk`]) run every target through the single-row action (one code path), and
+//!   pauses ([`pause`]) are rows with their own audit table; [`explain`] answers an event's whole
+//!   path as a list of sections, one per table.
 
 mod actions;
+pub mod bulk;
+pub mod explain;
+mod filter;
+pub mod pause;
 mod query;
 
 use std::time::Duration;
@@ -38,10 +45,13 @@ use serde::Serialize;
 use crate::domain::input::FieldError;
 use crate::ids::MemberId;
 
-pub use actions::{perform, ActionRecord, ActionRequest};
+pub use actions::{perform, perform_in_batch, ActionRecord, ActionRequest};
+pub use bulk::{BulkAnswer, BulkRequest};
+pub use explain::{explain, Explanation, Section};
+pub use filter::OutboxFilter;
 pub use query::{
-    explain_list, explain_stats, list, show, stats, ActionHistory, ListenerStart, OutboxDetail, OutboxFilter,
-    OutboxItem, Stats, DISPATCHED_COUNT_LIMIT,
+    explain_list, explain_stats, list, overview, show, stats, ActionHistory, ListenerStart, OutboxDetail,
+    OutboxItem, Overview, Stats, DISPATCHED_COUNT_LIMIT,
 };
 
 /// The longest reason kept, in characters.

@@ -1,31 +1,17 @@
 //! Reading the outbox for operators: a filtered keyset listing, one row in detail, and counts.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
+use super::filter::OutboxFilter;
 use crate::db::sql;
 use crate::events::EventType;
 use crate::ids::{EventId, OperatorActionId, WorkspaceId};
 use crate::outbox::OutboxStatus;
-
-/// Which rows to list. Every filter is optional; `before` is the keyset position (an event id).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OutboxFilter {
-    /// Scope to one workspace (always set over HTTP).
-    pub workspace: Option<WorkspaceId>,
-    pub status: Option<OutboxStatus>,
-    pub event_type: Option<EventType>,
-    /// Only rows created at least this long ago.
-    pub older_than: Option<Duration>,
-    /// Only rows whose event id sorts before this one (the next page of a newest-first listing).
-    pub before: Option<EventId>,
-}
 
 /// One outbox row as operators see it: ids, type names, status, counters, times and error codes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -49,7 +35,8 @@ pub struct OutboxItem {
 }
 
 /// The columns [`item_from_row`] reads, as a literal so [`ONE`] is a compile-time `concat!`; the
-/// listing composes its statement per filter shape (see `LIST_FROM`) around [`ITEM_COLUMNS`].
+/// listing composes its statement per filter shape around [`ITEM_COLUMNS`] (see
+/// [`super::filter::Conditions`]).
 macro_rules! item_columns {
     () => {
         "o.event_id, o.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
@@ -57,9 +44,9 @@ macro_rules! item_columns {
          o.created_at, o.updated_at"
     };
 }
-const ITEM_COLUMNS: &str = item_columns!();
+pub(super) const ITEM_COLUMNS: &str = item_columns!();
 
-fn item_from_row(row: &Row) -> OutboxItem {
+pub(super) fn item_from_row(row: &Row) -> OutboxItem {
     let resource_id: uuid::Uuid = row.get(4);
     OutboxItem {
         event_id: row.get(0),
@@ -79,51 +66,7 @@ fn item_from_row(row: &Row) -> OutboxItem {
     }
 }
 
-/// The largest age a filter uses; anything older selects the same rows (none).
-const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
-
-/// The listing, built from named parts: only the filters given become conditions, so each filter
-/// shape is its own statement (and plan) — no `$n IS NULL OR …` — served by
-/// `event_outbox_workspace_idx (workspace_id, event_id)` or, with a status,
-/// `event_outbox_status_workspace_idx (status, workspace_id, event_id)`, walked newest first.
 const LIST_FROM: &str = "FROM event_outbox o JOIN events e ON e.id = o.event_id";
-const IN_WORKSPACE: &str = "o.workspace_id = $";
-/// The status is one of a closed set of names ([`OutboxStatus::as_str`]) and goes into the statement
-/// as a literal, so even a generic plan knows how few `dead` rows there are among `dispatched` ones.
-const WITH_STATUS: &str = "o.status = ";
-const OF_TYPE: &str = "e.type = $";
-const OLDER_THAN: &str = "o.created_at <= now() - interval '1 second' * $";
-const BEFORE: &str = "o.event_id < $";
-const NEWEST_FIRST: &str = "ORDER BY o.event_id DESC LIMIT $";
-
-/// The conditions of one listing and their parameters, numbered in order.
-#[derive(Default)]
-struct Conditions<'a> {
-    parts: Vec<String>,
-    params: Vec<&'a (dyn ToSql + Sync)>,
-}
-
-impl<'a> Conditions<'a> {
-    /// Adds `part` (which ends in `$`) with the next parameter number, bound to `value`.
-    fn and(&mut self, part: &str, value: &'a (dyn ToSql + Sync)) {
-        self.params.push(value);
-        self.parts.push(format!("{part}{}", self.params.len()));
-    }
-
-    /// Adds `part` followed by `name` quoted as a literal; `name` is one of the code's own constants.
-    fn literal(&mut self, part: &str, name: &'static str) {
-        debug_assert!(name.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'));
-        self.parts.push(format!("{part}'{name}'"));
-    }
-
-    fn where_clause(&self) -> String {
-        if self.parts.is_empty() {
-            String::new()
-        } else {
-            format!("WHERE {}", self.parts.join(" AND "))
-        }
-    }
-}
 
 /// Up to `limit` rows matching `filter`, newest first (keyset on the event id: pass the last item's
 /// id as `before` for the next page).
@@ -176,29 +119,16 @@ async fn run_list(
     limit: i64,
     prefix: &str,
 ) -> Result<Vec<Row>, tokio_postgres::Error> {
-    let event_type = filter.event_type.map(EventType::as_str);
-    // Ages beyond a century select the same rows (none) and keep `now() - age` in range.
-    let older_than = filter.older_than.map(|age| age.min(MAX_AGE).as_secs_f64());
-    let mut query = Conditions::default();
-    if let Some(workspace) = &filter.workspace {
-        query.and(IN_WORKSPACE, workspace);
-    }
-    if let Some(status) = filter.status {
-        query.literal(WITH_STATUS, status.as_str());
-    }
-    if let Some(event_type) = &event_type {
-        query.and(OF_TYPE, event_type);
-    }
-    if let Some(older_than) = &older_than {
-        query.and(OLDER_THAN, older_than);
-    }
+    let params = filter.params(None);
+    let mut query = params.conditions();
     if let Some(before) = &filter.before {
-        query.and(BEFORE, before);
+        query.and("o.event_id < $", before);
     }
-    let filters = query.where_clause();
-    query.params.push(&limit);
-    let statement =
-        format!("{prefix}SELECT {ITEM_COLUMNS} {LIST_FROM} {filters} {NEWEST_FIRST}{}", query.params.len());
+    let limit_param = query.bind(&limit);
+    let statement = format!(
+        "{prefix}SELECT {ITEM_COLUMNS} {LIST_FROM} {} ORDER BY o.event_id DESC LIMIT {limit_param}",
+        query.where_clause()
+    );
     sql::query(client, &statement, &query.params).await
 }
 
@@ -380,4 +310,32 @@ pub async fn stats(
         oldest_pending_age_ms,
         dead_by_error_code,
     })
+}
+
+/// The console's overview: the stats, the oldest live row's age, and the paused listeners.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Overview {
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// Age of the oldest live row (`pending`, `claimed`, `retry`, due or not), 0 when none.
+    pub oldest_live_age_ms: i64,
+    pub paused_listeners: Vec<super::pause::Paused>,
+}
+
+const OLDEST_LIVE: &str = "SELECT coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) \
+     FROM event_outbox o \
+     WHERE o.status IN ('pending', 'retry', 'claimed') \
+       AND ($1::uuid IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1))";
+
+/// [`stats`] plus the oldest live age and the paused listeners (within `workspace` when given).
+pub async fn overview(
+    client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+) -> Result<Overview, tokio_postgres::Error> {
+    let stats = stats(client, workspace).await?;
+    let oldest_live_age_ms =
+        sql::query_one(client, OLDEST_LIVE, &[&workspace]).await?.get::<_, i64>(0).max(0);
+    let paused_listeners = super::pause::paused(client, workspace).await?;
+    Ok(Overview { stats, oldest_live_age_ms, paused_listeners })
 }

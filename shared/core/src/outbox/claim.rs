@@ -17,6 +17,7 @@ fn claim_sql() -> &'static str {
         include_str!("claim.sql")
             .replace("{DUE}", super::due::DUE)
             .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
+            .replace("{HELD_CODE}", super::HELD_CODE)
     })
 }
 
@@ -35,12 +36,23 @@ pub struct Claimed {
     /// Names in `only_listeners` this build does not know (a newer build's listeners, mid-deploy):
     /// the row cannot finish here and is held for a build that knows them.
     pub unknown_listeners: Vec<String>,
+    /// Listeners paused in the event's workspace ([`crate::operator::pause`]): not started, held.
+    pub paused: Vec<Listener>,
 }
 
 impl Claimed {
     /// The listeners this attempt must start: routed for the event type, restricted to
-    /// `only_listeners` when set, minus those already started.
+    /// `only_listeners` when set, minus those already started and those paused.
     pub fn to_start(&self) -> impl Iterator<Item = Listener> + '_ {
+        self.due().filter(move |listener| !self.paused.contains(listener))
+    }
+
+    /// The listeners this attempt holds back because they are paused (the row is then held).
+    pub fn held(&self) -> impl Iterator<Item = Listener> + '_ {
+        self.due().filter(move |listener| self.paused.contains(listener))
+    }
+
+    fn due(&self) -> impl Iterator<Item = Listener> + '_ {
         listeners(self.envelope.event_type).iter().copied().filter(move |listener| {
             self.only_listeners.as_ref().is_none_or(|only| only.contains(listener))
                 && !self.started.contains(listener)
@@ -153,6 +165,10 @@ pub async fn claim_with_ceiling(
                     only_listeners,
                     started: started.map(|names| parse_listeners(names).0).unwrap_or_default(),
                     unknown_listeners,
+                    paused: row
+                        .get::<_, Option<Vec<String>>>("paused")
+                        .map(|names| parse_listeners(names).0)
+                        .unwrap_or_default(),
                 })
             }
             Err(error) => claim.unreadable.push(Unreadable {
@@ -179,6 +195,7 @@ mod tests {
             only_listeners: only,
             started,
             unknown_listeners: Vec::new(),
+            paused: vec![],
         }
     }
 
@@ -196,5 +213,9 @@ mod tests {
         assert_eq!(replay.to_start().collect::<Vec<_>>(), [Listener::PatientCancellationNotice]);
         let nothing = claimed(Some(vec![]), vec![]);
         assert_eq!(nothing.to_start().count(), 0);
+        let mut paused = claimed(None, vec![]);
+        paused.paused = vec![Listener::PatientCancellationNotice];
+        assert_eq!(paused.to_start().collect::<Vec<_>>(), [Listener::PractitionerScheduleChange]);
+        assert_eq!(paused.held().collect::<Vec<_>>(), [Listener::PatientCancellationNotice]);
     }
 }

@@ -4,6 +4,8 @@
 -- already started, so only the missing ones start again. A row whose attempts already reached the
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
+-- A row held for a paused listener (its attempt given back) also returns its started listeners, and
+-- every row returns its workspace's paused listeners (a tiny table).
 --
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
@@ -38,7 +40,8 @@ WHERE o.event_id = due.event_id
 RETURNING o.attempts,
           CASE WHEN o.status = 'dead' THEN 'buried' ELSE due.previous_status END,
           o.only_listeners,
-          CASE WHEN o.attempts > 1 THEN
+          CASE WHEN o.attempts > 1 OR o.last_error_code = '{HELD_CODE}' THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
-          {ENVELOPE_COLUMNS}
+          {ENVELOPE_COLUMNS},
+          ARRAY(SELECT p.listener FROM listener_pauses p WHERE p.workspace_id = e.workspace_id) AS paused

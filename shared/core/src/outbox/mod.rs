@@ -43,12 +43,14 @@
 mod backoff;
 mod claim;
 pub mod due;
+mod hold;
 mod mark;
 pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
 pub use claim::{claim, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
 pub use due::{DUE, LIVE, LIVE_STATUSES};
+pub use hold::{HELD_CODE, HOLD_RECHECK};
 pub use mark::{
     mark_dispatched, mark_dispatched_with_starts, mark_failed, record_starts, Failure, FailureMark,
     StartRecord,

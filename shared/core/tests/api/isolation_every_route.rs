@@ -35,7 +35,7 @@ fn id_for<'a>(template: &str, b: &'a BIds) -> &'a str {
         &b.practitioner
     } else if template.starts_with("/v1/appointments/") {
         &b.appointment
-    } else if template.starts_with("/v1/system/outbox/") {
+    } else if template.starts_with("/v1/system/outbox/") || template.starts_with("/v1/system/events/") {
         &b.dead_event
     } else if template.starts_with("/v1/system/deliveries/") {
         &b.dead_delivery

@@ -1,6 +1,7 @@
 //! Operating the outbox against real PostgreSQL: operator actions over HTTP, stats and metrics, the
 //! retention sweep and appointment reminders.
 
+mod console;
 mod custody_http;
 mod disclosures;
 mod http;

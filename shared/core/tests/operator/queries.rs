@@ -71,7 +71,14 @@ async fn every_filter_shape_answers_what_a_plain_filter_answers() {
             for event_type in types {
                 for older_than in ages {
                     for before in befores {
-                        let filter = OutboxFilter { workspace, status, event_type, older_than, before };
+                        let filter = OutboxFilter {
+                            workspace,
+                            status,
+                            event_type,
+                            older_than,
+                            before,
+                            ..Default::default()
+                        };
                         let expected: Vec<EventId> = everything
                             .iter()
                             .filter(|item| matches(item, &filter))

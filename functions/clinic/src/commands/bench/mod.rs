@@ -1,4 +1,5 @@
-//! `clinic bench write|dispatch|latency|lists|all [--smoke]`: measures the pipeline beside the raw-SQL limit,
+//! `clinic bench write|dispatch|latency|operator|disclosure|lists|recovery|all [--smoke]`: measures the
+//! pipeline beside the raw-SQL limit,
 //! in one run, on one database, and prints a markdown table (machine description first).
 //!
 //! Invariants:
@@ -25,6 +26,7 @@ mod dispatch;
 mod latency;
 mod lists;
 mod operator;
+mod recovery;
 mod report;
 mod serve;
 mod stats;
@@ -54,6 +56,8 @@ enum Target {
     Disclosure(Options),
     /// Lists: the schedule view and patient search, page by page, beside the same statements in raw SQL.
     Lists(Options),
+    /// Bulk recovery: 1,000 dead rows retried through the operator's bulk path beside raw SQL.
+    Recovery(Options),
     /// Everything above, one table.
     All(Options),
     /// The API server child of the write and latency runs (internal).
@@ -120,6 +124,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Operator(o) => (o, &[Section::Operator]),
         Target::Disclosure(o) => (o, &[Section::Disclosure]),
         Target::Lists(o) => (o, &[Section::Lists]),
+        Target::Recovery(o) => (o, &[Section::Recovery]),
         Target::All(o) => (
             o,
             &[
@@ -129,6 +134,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 Section::Operator,
                 Section::Disclosure,
                 Section::Lists,
+                Section::Recovery,
             ],
         ),
     };
@@ -152,6 +158,7 @@ enum Section {
     Operator,
     Disclosure,
     Lists,
+    Recovery,
 }
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
@@ -166,6 +173,7 @@ async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) 
             Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await?,
             Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await?,
             Section::Lists => lists::run(&bench_db, options, &mut report).await?,
+            Section::Recovery => recovery::run(&bench_db, options, &mut report).await?,
         }
         // Dropping `bench_db` drops the database (also when the section failed).
     }

@@ -90,6 +90,9 @@ impl Recorder {
                 None
             }
         };
+        if self.mode() == MetricsMode::Emf {
+            crate::operator::pause::emit_metrics(client).await;
+        }
         self.with(|metrics, last_emit| {
             if let Some(ages) = ages {
                 metrics.ages(ages);

@@ -2,6 +2,7 @@
 //! unit of work ([`super::unit_of_work::Mutation::run`]), and answer; they hold no business rules.
 
 pub mod appointments;
+pub mod console;
 pub mod deliveries;
 pub mod disclosures;
 pub mod health;
@@ -10,6 +11,7 @@ pub mod notifications;
 pub mod outbox;
 pub mod patients;
 pub mod practitioners;
+pub mod recovery;
 pub mod timelines;
 
 use std::str::FromStr;

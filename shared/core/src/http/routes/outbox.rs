@@ -1,6 +1,6 @@
 //! `/v1/system/outbox`: operator tooling over HTTP, admin role only (403 for everyone else).
 //!
-//! - `GET /v1/system/outbox?status=&eventType=&olderThan=&limit=&cursor=` lists the caller's
+//! - `GET /v1/system/outbox?status=&eventType=&olderThan=&listener=&errorCode=&from=&to=&resourceId=&limit=&cursor=` lists the caller's
 //!   workspace's outbox rows, newest first, with a signed keyset cursor bound to the filters.
 //! - `POST /v1/system/outbox/{id}/retry|replay|discard` with `{ "reason": "…", "listeners": [...] }`
 //!   (listeners: replay only) performs the action and answers its audit record. The body is checked
@@ -23,7 +23,6 @@ use serde_json::json;
 
 use super::path_id;
 use crate::domain::input::FieldError;
-use crate::events::EventType;
 use crate::http::auth::Caller;
 use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
@@ -31,7 +30,6 @@ use crate::http::request::JsonBody;
 use crate::http::AppState;
 use crate::ids::{EventId, MemberId};
 use crate::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
-use crate::outbox::OutboxStatus;
 
 fn bad(field: &str, message: &str) -> ApiError {
     ApiError::BadParameter(FieldError::new(field, message))
@@ -44,31 +42,11 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let page = PageRequest::parse(&query)?;
-    let status = query
-        .get("status")
-        .map(|raw| OutboxStatus::parse(raw).ok_or_else(|| bad("status", "must be an outbox status")))
-        .transpose()?;
-    let event_type = query
-        .get("eventType")
-        .map(|raw| EventType::parse(raw).ok_or_else(|| bad("eventType", "must be an event type")))
-        .transpose()?;
-    let older_than = query
-        .get("olderThan")
-        .map(|raw| {
-            operator::parse_age(raw)
-                .ok_or_else(|| bad("olderThan", "must be an age such as 90, 90s, 15m, 2h or 7d"))
-        })
-        .transpose()?;
-    let scope = format!(
-        "outbox:{}:{}:{}:{}",
-        caller.workspace_id,
-        status.map_or("", OutboxStatus::as_str),
-        event_type.map_or("", EventType::as_str),
-        older_than.map_or(0, |age| age.as_secs()),
-    );
-    let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
-    let filter =
-        OutboxFilter { workspace: Some(caller.workspace_id), status, event_type, older_than, before };
+    let mut filter =
+        OutboxFilter::parse(|field| query.get(field).cloned()).map_err(ApiError::BadParameter)?;
+    filter.workspace = Some(caller.workspace_id);
+    let scope = format!("outbox:{}", filter.scope_key());
+    filter.before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(EventId::from_ulid);
     let conn = state.pool.get().await?;
     let items = operator::list(&conn, &filter, page.limit).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.event_id.ulid()))

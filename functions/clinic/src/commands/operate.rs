@@ -1,0 +1,179 @@
+//! `clinic explain <eventId>`, `clinic outbox bulk retry|replay|discard` and
+//! `clinic listeners list|pause|resume`: the console's use cases from the shell (see
+//! `clinic_core::operator`). Each prints one JSON document; `--actor` and `--reason` are checked
+//! before the database is touched. Without `--workspace`, explain and bulk see every workspace;
+//! pause and resume always name one.
+
+use anyhow::{anyhow, Context};
+use clinic_core::ids::{EventId, WorkspaceId};
+use clinic_core::listeners::Listener;
+use clinic_core::operator::{
+    self, bulk, pause, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason,
+};
+
+use super::outbox::{pool, print};
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The event id (ULID).
+    event_id: String,
+    /// Only this workspace (ULID).
+    #[arg(long)]
+    workspace: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BulkArgs {
+    /// retry, replay or discard.
+    action: String,
+    /// Who is acting (recorded in operator_actions), e.g. `ops:alice`.
+    #[arg(long)]
+    actor: String,
+    /// Why (required, not blank; stored in the audit log, never logged).
+    #[arg(long)]
+    reason: String,
+    /// Count and sample only; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// At most this many rows (1–5000).
+    #[arg(long, default_value_t = 1000)]
+    limit: i64,
+    /// Replay only this listener (repeatable).
+    #[arg(long = "listener-only")]
+    only: Vec<String>,
+    /// Only this workspace (ULID).
+    #[arg(long)]
+    workspace: Option<String>,
+    #[arg(long)]
+    status: Option<String>,
+    #[arg(long)]
+    event_type: Option<String>,
+    /// Events routed to this listener.
+    #[arg(long)]
+    listener: Option<String>,
+    #[arg(long)]
+    error_code: Option<String>,
+    /// Created at or after (RFC 3339).
+    #[arg(long)]
+    from: Option<String>,
+    /// Created before (RFC 3339).
+    #[arg(long)]
+    to: Option<String>,
+    #[arg(long)]
+    older_than: Option<String>,
+    /// Events linked to this resource (ULID).
+    #[arg(long)]
+    resource_id: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListenersArgs {
+    #[command(subcommand)]
+    command: ListenersCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ListenersCommand {
+    /// Paused listeners and the rows each holds.
+    List {
+        #[arg(long)]
+        workspace: Option<String>,
+    },
+    /// Pause a listener in one workspace (its starts are held; durable).
+    Pause(PauseArgs),
+    /// Resume a listener and release what it held, in event order.
+    Resume(PauseArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct PauseArgs {
+    listener: String,
+    #[arg(long)]
+    workspace: String,
+    #[arg(long)]
+    actor: String,
+    #[arg(long)]
+    reason: String,
+}
+
+fn workspace(raw: Option<&str>) -> anyhow::Result<Option<WorkspaceId>> {
+    raw.map(|raw| raw.parse().map_err(|_| anyhow!("--workspace must be a ULID"))).transpose()
+}
+
+pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
+    let event: EventId =
+        args.event_id.parse().map_err(|_| anyhow!("the event id must be a ULID (26 characters)"))?;
+    let scope = workspace(args.workspace.as_deref())?;
+    let (pool, _cluster) = pool().await?;
+    let client = pool.get().await?;
+    let explanation = operator::explain(&client, scope, event)
+        .await
+        .context("explaining the event")?
+        .ok_or_else(|| anyhow!("no event {event} (in scope)"))?;
+    print(serde_json::to_value(explanation)?)
+}
+
+pub async fn bulk(args: BulkArgs) -> anyhow::Result<()> {
+    let action = ActionKind::parse(&args.action)
+        .ok_or_else(|| anyhow!("the action must be retry, replay or discard"))?;
+    let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
+    let only = (!args.only.is_empty()).then_some(args.only.clone());
+    let request = ActionRequest::new(action, &args.reason, only.as_deref())
+        .map_err(|e| anyhow!("invalid --{}: {}", e.field, e.message))?;
+    let field = |name: &str| -> Option<String> {
+        match name {
+            "status" => args.status.clone(),
+            "eventType" => args.event_type.clone(),
+            "listener" => args.listener.clone(),
+            "errorCode" => args.error_code.clone(),
+            "from" => args.from.clone(),
+            "to" => args.to.clone(),
+            "olderThan" => args.older_than.clone(),
+            "resourceId" => args.resource_id.clone(),
+            _ => None,
+        }
+    };
+    let mut filter =
+        OutboxFilter::parse(field).map_err(|e| anyhow!("invalid filter {}: {}", e.field, e.message))?;
+    filter.workspace = workspace(args.workspace.as_deref())?;
+    anyhow::ensure!((1..=bulk::MAX_LIMIT).contains(&args.limit), "--limit must be 1-{}", bulk::MAX_LIMIT);
+    let request = BulkRequest { filter, action: request, dry_run: args.dry_run, limit: args.limit };
+    let (pool, _cluster) = pool().await?;
+    let mut client = pool.get().await?;
+    let answer = bulk::run(&mut client, &request, &operator)
+        .await
+        .map_err(|e| anyhow!("bulk {action} failed: {e}"))?;
+    print(serde_json::to_value(answer)?)
+}
+
+pub async fn listeners(args: ListenersArgs) -> anyhow::Result<()> {
+    match args.command {
+        ListenersCommand::List { workspace: raw } => {
+            let scope = workspace(raw.as_deref())?;
+            let (pool, _cluster) = pool().await?;
+            let client = pool.get().await?;
+            print(serde_json::json!({ "paused": pause::paused(&client, scope).await? }))
+        }
+        ListenersCommand::Pause(args) => toggle(args, false).await,
+        ListenersCommand::Resume(args) => toggle(args, true).await,
+    }
+}
+
+async fn toggle(args: PauseArgs, resume: bool) -> anyhow::Result<()> {
+    let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
+    let reason = Reason::parse(&args.reason).map_err(|e| anyhow!("invalid --reason: {}", e.message))?;
+    let listener =
+        Listener::parse(&args.listener).ok_or_else(|| anyhow!("no listener named {}", args.listener))?;
+    let scope = workspace(Some(&args.workspace))?.ok_or_else(|| anyhow!("--workspace is required"))?;
+    let (pool, _cluster) = pool().await?;
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let record = if resume {
+        pause::resume(&tx, scope, listener, &operator, &reason).await
+    } else {
+        pause::pause(&tx, scope, listener, &operator, &reason).await
+    }
+    .map_err(|e| anyhow!("refused: {e}; nothing was changed"))?;
+    tx.commit().await?;
+    print(serde_json::to_value(record)?)
+}

@@ -1,0 +1,41 @@
+//! `/console`: the operators' web console — one HTML page, one script, one stylesheet, embedded in
+//! the binary (`include_str!`), served without a caller (the page holds no data; every call it makes
+//! goes to the admin API with the bearer token the operator pastes, kept in `sessionStorage`).
+//!
+//! Every asset answers `Content-Security-Policy: default-src 'self'` (no inline script or style, no
+//! other origin), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`.
+
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+pub const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
+
+const PAGE: &str = include_str!("../console/index.html");
+const SCRIPT: &str = include_str!("../console/console.js");
+const STYLE: &str = include_str!("../console/console.css");
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+pub async fn page() -> Response {
+    asset("text/html; charset=utf-8", PAGE)
+}
+
+pub async fn script() -> Response {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+pub async fn style() -> Response {
+    asset("text/css; charset=utf-8", STYLE)
+}
