@@ -33,6 +33,8 @@ pub mod routes {
     pub const RESCHEDULE_APPOINTMENT: &str = "POST /v1/appointments/{id}/reschedule";
     pub const CANCEL_APPOINTMENT: &str = "POST /v1/appointments/{id}/cancel";
     pub const COMPLETE_APPOINTMENT: &str = "POST /v1/appointments/{id}/complete";
+    /// A repeated request answered from its `Idempotency-Key` with the resource as it is now.
+    pub const IDEMPOTENT_REPLAY: &str = "idempotent replay";
 }
 
 impl Purpose<'static> {

@@ -199,3 +199,28 @@ async fn clinic_app_may_only_insert_and_read_disclosures() {
     assert!(error.to_string().contains("append-only") || error.as_db_error().is_some(), "{error}");
     assert_eq!(app.count("SELECT 1 FROM patient_disclosures").await, 1);
 }
+
+#[tokio::test]
+async fn an_idempotent_replay_answers_personal_fields_and_is_accounted_for() {
+    let scene = Scene::new().await;
+    let app = &scene.app;
+    let staff = app.workspace.staff.clone();
+    let body = json!({"givenName": "Replay", "familyName": "Accounted"});
+    let key = [("idempotency-key", "replay-disclosure-1")];
+    let first = app.call_with("POST", "/v1/patients", Some(&staff), Some(body.clone()), &key).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let patient_id = first.body["id"].as_str().unwrap().to_owned();
+    let count = |purpose: &'static str| {
+        let sql = format!(
+            "SELECT 1 FROM patient_disclosures WHERE purpose = '{purpose}' AND patient_id = '{}'",
+            uuid::Uuid::from(patient_id.parse::<ulid::Ulid>().unwrap())
+        );
+        async move { app.count(&sql).await }
+    };
+    // The creation answered only what the caller sent: nothing recorded.
+    assert_eq!(count("idempotent replay").await, 0);
+    let replay = app.call_with("POST", "/v1/patients", Some(&staff), Some(body), &key).await;
+    assert_eq!(replay.status, 201, "{}", replay.text);
+    assert_eq!(replay.body, first.body);
+    assert_eq!(count("idempotent replay").await, 1);
+}

@@ -16,8 +16,6 @@ use clinic_testkit::TestDb;
 
 /// Every row back to `dead` with a code, as planted.
 const BURY: &str = "UPDATE event_outbox SET status = 'dead', last_error_code = 'bench_dead', attempts = 5";
-const FORGET_AUDIT: &str = "DELETE FROM operator_actions";
-
 /// The baseline: the same change and one audit row per row, in one statement.
 const RAW_RETRY: &str = "WITH t AS ( \
          UPDATE event_outbox o SET status = 'pending', available_at = now(), claim_token = NULL, \
@@ -57,7 +55,6 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     anyhow::ensure!(answer.applied as i64 == rows, "bulk retry applied {} of {rows}", answer.applied);
 
     owner.batch_execute(BURY).await?;
-    owner.batch_execute(FORGET_AUDIT).await?;
     let batch = uuid::Uuid::from(ulid::Ulid::generate());
     let started = Instant::now();
     let raw = client.execute(RAW_RETRY, &[&workspace, &batch]).await?;

@@ -35,7 +35,15 @@ impl Answer for Appointment {
 
     async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
         let id = AppointmentId::from_uuid(id);
-        Ok(appointments::repo::find_visible(tx, caller.workspace_id, access(caller), id).await?)
+        let appointment =
+            appointments::repo::find_visible(tx, caller.workspace_id, access(caller), id).await?;
+        // A replay answers the reason (health data): a disclosure like any read (DESIGN.md §6a).
+        if let Some(appointment) = &appointment {
+            let purpose = Purpose::route(routes::IDEMPOTENT_REPLAY);
+            disclosures::record(tx, caller.workspace_id, &caller.actor(), &[appointment.patient_id], purpose)
+                .await?;
+        }
+        Ok(appointment)
     }
 
     fn respond(self, status: StatusCode) -> Response {

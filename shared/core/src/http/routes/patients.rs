@@ -27,8 +27,14 @@ impl Answer for Patient {
         self.id.uuid()
     }
 
+    /// A replay answers the patient's personal fields: a disclosure like any read (DESIGN.md §6a).
     async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
-        Ok(patients::repo::find(tx, caller.workspace_id, PatientId::from_uuid(id)).await?)
+        let patient = patients::repo::find(tx, caller.workspace_id, PatientId::from_uuid(id)).await?;
+        if let Some(patient) = &patient {
+            let purpose = Purpose::route(routes::IDEMPOTENT_REPLAY);
+            disclosures::record(tx, caller.workspace_id, &caller.actor(), &[patient.id], purpose).await?;
+        }
+        Ok(patient)
     }
 
     fn respond(self, status: StatusCode) -> Response {
