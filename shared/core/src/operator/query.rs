@@ -323,10 +323,11 @@ pub struct Overview {
     pub paused_listeners: Vec<super::pause::Paused>,
 }
 
-const OLDEST_LIVE: &str = "SELECT coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) \
-     FROM event_outbox o \
-     WHERE o.status IN ('pending', 'retry', 'claimed') \
-       AND ($1::uuid IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1))";
+const OLDEST_LIVE: &str = concat!(
+    "SELECT coalesce((extract(epoch FROM now() - min(o.created_at)) * 1000)::bigint, 0) \
+     FROM event_outbox o WHERE ($1::uuid IS NULL OR o.workspace_id = $1) AND o.",
+    crate::outbox_live_predicate!()
+);
 
 /// [`stats`] plus the oldest live age and the paused listeners (within `workspace` when given).
 pub async fn overview(
