@@ -8,17 +8,10 @@ use clinic_core::dispatch::{DispatchConfig, Dispatcher, StartError};
 use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 
+/// Exit code, stdout as JSON (`null` when it is not JSON) and stderr of `clinic args…`.
 async fn clinic(app: &TestApp, args: &[&str]) -> (i32, Value, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
-        .args(args)
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .expect("run clinic");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    (output.status.code().unwrap_or(-1), serde_json::from_str(&stdout).unwrap_or(Value::Null), stderr)
+    let output = super::support::clinic(app, args).await;
+    (output.code, serde_json::from_str(&output.stdout).unwrap_or(Value::Null), output.stderr)
 }
 
 #[tokio::test]

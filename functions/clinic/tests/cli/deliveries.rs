@@ -4,38 +4,16 @@
 
 use clinic_core::listeners::{self, Listener};
 use clinic_testkit::app::TestApp;
-use serde_json::{json, Value};
+use serde_json::json;
 
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
+use super::support::{clinic_with, Output};
 
-impl Output {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "stdout: {}\nstderr: {}", self.stdout, self.stderr);
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
-    }
-}
-
+/// `clinic` with the emulator's dummy AWS credentials and `env`.
 async fn clinic(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> Output {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
-        .args(args)
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "warn")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .envs(env.iter().copied())
-        .output()
-        .await
-        .expect("run clinic");
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+    let mut all =
+        vec![("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")];
+    all.extend_from_slice(env);
+    clinic_with(app, &all, args).await
 }
 
 #[tokio::test]

@@ -5,4 +5,5 @@ mod console;
 mod deliveries;
 mod dev_cluster;
 mod outbox;
+mod support;
 mod workspaces;

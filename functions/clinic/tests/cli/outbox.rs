@@ -10,33 +10,7 @@ use clinic_core::ids::EventId;
 use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn json(&self) -> Value {
-        assert_eq!(self.code, 0, "stdout: {}\nstderr: {}", self.stdout, self.stderr);
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
-    }
-}
-
-async fn clinic(app: &TestApp, args: &[&str]) -> Output {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
-        .args(args)
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .expect("run clinic");
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
+use super::support::clinic;
 
 fn config() -> DispatchConfig {
     DispatchConfig { max_attempts: 3, ..DispatchConfig::default() }

@@ -6,26 +6,7 @@ use clinic_core::ids::WorkspaceId;
 use clinic_testkit::app::{token, TestApp};
 use serde_json::{json, Value};
 
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-async fn clinic(app: &TestApp, args: &[&str]) -> Output {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
-        .args(args)
-        .env("DATABASE_URL", &app.db.url)
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .expect("run clinic");
-    Output {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
-}
+use super::support::clinic;
 
 async fn workspaces(app: &TestApp) -> i64 {
     app.count("SELECT 1 FROM workspaces").await

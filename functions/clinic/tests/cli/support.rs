@@ -1,0 +1,41 @@
+//! Running the built `clinic` binary against a test database, as an operator would from a shell.
+
+use clinic_testkit::app::TestApp;
+use serde_json::Value;
+
+/// What one `clinic` run printed and how it exited.
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Stdout as JSON, after asserting the run succeeded.
+    pub fn json(&self) -> Value {
+        assert_eq!(self.code, 0, "stdout: {}\nstderr: {}", self.stdout, self.stderr);
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}: {}", self.stdout))
+    }
+}
+
+/// Runs `clinic args…` on `app`'s database (logs at `warn`).
+pub async fn clinic(app: &TestApp, args: &[&str]) -> Output {
+    clinic_with(app, &[], args).await
+}
+
+/// Like [`clinic`], with extra environment variables.
+pub async fn clinic_with(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> Output {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_clinic"))
+        .args(args)
+        .env("DATABASE_URL", &app.db.url)
+        .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("run clinic");
+    Output {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
