@@ -14,9 +14,8 @@ use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-use super::path_id;
+use super::{bad, path_id};
 use crate::delivery::{admin, DeliveryStatus};
-use crate::domain::input::FieldError;
 use crate::http::auth::Caller;
 use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
@@ -34,10 +33,7 @@ pub async fn list(
     let page = PageRequest::parse(&query)?;
     let status = query
         .get("status")
-        .map(|raw| {
-            DeliveryStatus::parse(raw)
-                .ok_or_else(|| ApiError::BadParameter(FieldError::new("status", "must be a delivery status")))
-        })
+        .map(|raw| DeliveryStatus::parse(raw).ok_or_else(|| bad("status", "must be a delivery status")))
         .transpose()?;
     let scope = format!("deliveries:{}:{}", caller.workspace_id, status.map_or("", DeliveryStatus::as_str));
     let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);

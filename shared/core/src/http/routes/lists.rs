@@ -15,11 +15,11 @@ use std::str::FromStr;
 use axum::extract::{Query, State};
 use axum::response::Response;
 
+use super::bad;
 use crate::appointments::schedule::{self, Schedule};
 use crate::appointments::{Appointment, AppointmentStatus};
 use crate::db::Tx;
 use crate::disclosures::{self, Purpose};
-use crate::domain::input::FieldError;
 use crate::domain::values::{parse_date_of_birth, parse_utc};
 use crate::http::auth::Caller;
 use crate::http::cursor::{self, PageRequest};
@@ -31,10 +31,6 @@ use crate::practitioners;
 
 const SCHEDULE_ROUTE: &str = "GET /v1/appointments";
 const SEARCH_ROUTE: &str = "GET /v1/patients";
-
-fn bad(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::BadParameter(FieldError::new(field, message))
-}
 
 /// An optional query parameter parsed with `parse`; a present but malformed one names `field`.
 fn param<T>(

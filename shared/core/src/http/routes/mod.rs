@@ -19,6 +19,11 @@ use std::str::FromStr;
 use super::problem::ApiError;
 use crate::domain::input::FieldError;
 
+/// A 400 problem naming the query parameter `field` (nothing is written).
+pub fn bad(field: &str, message: impl Into<String>) -> ApiError {
+    ApiError::BadParameter(FieldError::new(field, message))
+}
+
 /// Parses a path id; a malformed one answers 400 naming `id`.
 pub fn path_id<T: FromStr>(raw: &str) -> Result<T, ApiError> {
     raw.parse().map_err(|_| ApiError::BadParameter(FieldError::new("id", "must be a ULID (26 characters)")))

@@ -21,8 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::path_id;
-use crate::domain::input::FieldError;
+use super::{bad, path_id};
 use crate::http::auth::Caller;
 use crate::http::cursor::PageRequest;
 use crate::http::problem::ApiError;
@@ -30,10 +29,6 @@ use crate::http::request::JsonBody;
 use crate::http::AppState;
 use crate::ids::{EventId, MemberId};
 use crate::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
-
-fn bad(field: &str, message: &str) -> ApiError {
-    ApiError::BadParameter(FieldError::new(field, message))
-}
 
 pub async fn list(
     State(state): State<AppState>,
