@@ -86,17 +86,21 @@ async fn deleting_a_patient_cancels_future_appointments_through_the_listener() {
         app.book(&staff, &patient, &practitioner, "2031-01-02T09:00:00Z", "2031-01-02T09:30:00Z").await,
     ];
     let patient_id = patient["id"].as_str().unwrap();
-    let correlation = ulid::Ulid::generate().to_string();
+    // A chain the client started with an earlier request: it sends back the id the API issued then.
+    let earlier = app.call("GET", &format!("/v1/patients/{patient_id}"), Some(&staff), None).await;
+    let issued = earlier.header("x-correlation-id").expect("an issued correlation id").to_owned();
+    let correlation = issued.split_once('.').expect("<ULID>.<tag>").0.to_owned();
     let deleted = app
         .call_with(
             "DELETE",
             &format!("/v1/patients/{patient_id}"),
             Some(&staff),
             None,
-            &[("x-correlation-id", &correlation)],
+            &[("x-correlation-id", &issued)],
         )
         .await;
     assert_eq!(deleted.status, 204);
+    assert_eq!(deleted.header("x-correlation-id"), Some(issued.as_str()), "its own id is accepted back");
     dispatcher(&app).drain_once().await.unwrap();
 
     for appointment in &future {

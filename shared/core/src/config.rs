@@ -101,6 +101,9 @@ pub struct ApiConfig {
     pub auth: AuthConfig,
     /// Signs pagination cursors so that a cursor the server did not issue is rejected.
     pub cursor_key: Vec<u8>,
+    /// Tags the correlation ids the API issues (`CLINIC_CORRELATION_KEY`, else derived from the cursor
+    /// key; `CLINIC_CORRELATION_KEY_PREVIOUS` during a rotation). Policy: docs/correlation.md.
+    pub correlation: crate::http::correlation::CorrelationKeys,
     /// `GET /readyz`'s cache: at most one database check per interval per process
     /// (`CLINIC_READINESS_INTERVAL_SECS`, default 10, 1–300).
     pub readiness: crate::http::readiness::Readiness,
@@ -122,9 +125,11 @@ impl std::fmt::Debug for ApiConfig {
 impl ApiConfig {
     /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors.
     pub fn lambda_from_env() -> Result<Self, ConfigError> {
+        let cursor_key = cursor_key()?;
         Ok(Self {
             auth: AuthConfig::ApiGatewayClaims,
-            cursor_key: cursor_key()?,
+            correlation: correlation_keys(&cursor_key)?,
+            cursor_key,
             readiness: readiness()?,
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
         })
@@ -137,7 +142,8 @@ impl ApiConfig {
             None => jwt_secret.as_bytes().to_vec(),
         };
         let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
-        Ok(Self { auth, cursor_key, readiness: readiness()?, subject_claim: "sub".into() })
+        let correlation = correlation_keys(&cursor_key)?;
+        Ok(Self { auth, cursor_key, correlation, readiness: readiness()?, subject_claim: "sub".into() })
     }
 }
 
@@ -148,15 +154,32 @@ fn readiness() -> Result<crate::http::readiness::Readiness, ConfigError> {
 }
 
 fn cursor_key() -> Result<Vec<u8>, ConfigError> {
-    let key = required("CLINIC_CURSOR_KEY")?;
+    secret("CLINIC_CURSOR_KEY", required("CLINIC_CURSOR_KEY")?)
+}
+
+/// A secret of at least 16 characters (its value is never shown in the error).
+fn secret(name: &'static str, key: String) -> Result<Vec<u8>, ConfigError> {
     if key.len() < 16 {
         return Err(ConfigError::Invalid {
-            name: "CLINIC_CURSOR_KEY",
+            name,
             value: "<redacted>".into(),
             message: "must be at least 16 characters".into(),
         });
     }
     Ok(key.into_bytes())
+}
+
+/// `CLINIC_CORRELATION_KEY` (at least 16 characters; unset → derived from the cursor key) and, during
+/// a rotation, `CLINIC_CORRELATION_KEY_PREVIOUS`, still accepted but no longer issued.
+fn correlation_keys(cursor_key: &[u8]) -> Result<crate::http::correlation::CorrelationKeys, ConfigError> {
+    let current = match var("CLINIC_CORRELATION_KEY") {
+        Some(key) => secret("CLINIC_CORRELATION_KEY", key)?,
+        None => cursor_key.to_vec(),
+    };
+    let previous = var("CLINIC_CORRELATION_KEY_PREVIOUS")
+        .map(|key| secret("CLINIC_CORRELATION_KEY_PREVIOUS", key))
+        .transpose()?;
+    Ok(crate::http::correlation::CorrelationKeys::new(&current, previous.as_deref()))
 }
 
 /// Milliseconds from the environment as a `Duration`.

@@ -194,17 +194,6 @@ impl fmt::Display for CausationId {
     }
 }
 
-impl CorrelationId {
-    /// Accepts a ULID or a UUID (any of its usual spellings); anything else is not a correlation id.
-    pub fn parse_header(text: &str) -> Option<Self> {
-        let text = text.trim();
-        if let Ok(ulid) = parse_ulid(text) {
-            return Some(Self(ulid));
-        }
-        Uuid::parse_str(text).ok().map(Self::from_uuid)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,13 +219,5 @@ mod tests {
         assert!("01ARZ3NDEKTSV4RRFFQ69G5FA".parse::<PatientId>().is_err());
         assert!("01ARZ3NDEKTSV4RRFFQ69G5FAVX".parse::<PatientId>().is_err());
         assert!("UUUUUUUUUUUUUUUUUUUUUUUUUU".parse::<PatientId>().is_err());
-    }
-
-    #[test]
-    fn correlation_header_accepts_ulid_and_uuid_only() {
-        assert!(CorrelationId::parse_header("01ARZ3NDEKTSV4RRFFQ69G5FAV").is_some());
-        assert!(CorrelationId::parse_header("67e55044-10b1-426f-9247-bb680e5fe0c8").is_some());
-        assert!(CorrelationId::parse_header("hello; drop table").is_none());
-        assert!(CorrelationId::parse_header("").is_none());
     }
 }

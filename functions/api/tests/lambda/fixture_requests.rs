@@ -8,6 +8,7 @@
 use axum::http::StatusCode;
 use clinic_core::config::{ApiConfig, AuthConfig};
 use clinic_core::db::connect_pool;
+use clinic_core::http::correlation::CorrelationKeys;
 use clinic_core::http::readiness::Readiness;
 use clinic_core::http::AppState;
 use clinic_core::ids::{CorrelationId, MemberId, PatientId, WorkspaceId};
@@ -34,6 +35,7 @@ fn lambda_state(db: &TestDb) -> AppState {
         api: ApiConfig {
             auth: AuthConfig::ApiGatewayClaims,
             cursor_key: b"fixture-cursor-key-0123456789".to_vec(),
+            correlation: CorrelationKeys::new(b"fixture-correlation-key-0123", None),
             readiness: Readiness::new(std::time::Duration::from_secs(10)),
             subject_claim: "sub".into(),
         },
@@ -87,13 +89,13 @@ async fn jwt_claims_from_the_authorizer_create_a_patient_and_its_event() {
     assert_eq!(body["workspaceId"], workspace.to_string());
     assert_eq!(body["givenName"], "Ada");
     assert_eq!(body["version"], 1);
-    let fixture_correlation = CorrelationId::parse_header("01JF3Z9Q5S7V9X1Z3B5D7F9H1K")
-        .expect("the fixture's correlation id is a ULID");
-    assert_eq!(
-        headers.get("x-correlation-id").and_then(|v| v.to_str().ok()),
-        Some("01JF3Z9Q5S7V9X1Z3B5D7F9H1K"),
-        "a valid X-Correlation-Id is echoed"
-    );
+    // The fixture sends its own ULID as X-Correlation-Id: not an id this API issued, so it is replaced
+    // by a fresh one (docs/correlation.md), answered as `<ULID>.<tag>`.
+    let answered = headers.get("x-correlation-id").and_then(|v| v.to_str().ok()).expect("answered");
+    assert!(!answered.starts_with("01JF3Z9Q5S7V9X1Z3B5D7F9H1K"), "a client's own id is not echoed");
+    let (issued, tag) = answered.split_once('.').expect("an issued id is <ULID>.<tag>");
+    assert_eq!(tag.len(), 22);
+    let issued: CorrelationId = issued.parse().expect("the issued id is a ULID");
 
     let patient: PatientId = body["id"].as_str().expect("id").parse().expect("ULID");
     let conn = db.client().await;
@@ -111,7 +113,7 @@ async fn jwt_claims_from_the_authorizer_create_a_patient_and_its_event() {
                     e.correlation_id = $2 AS same_correlation, o.status::text
                FROM events e JOIN event_outbox o ON o.event_id = e.id
               WHERE e.resource_type = 'patient' AND e.resource_id = $1",
-            &[&patient, &fixture_correlation],
+            &[&patient, &issued],
         )
         .await
         .expect("events");
@@ -122,7 +124,7 @@ async fn jwt_claims_from_the_authorizer_create_a_patient_and_its_event() {
     assert_eq!(event.get::<_, MemberId>(2), member, "actor = the JWT subject");
     assert_eq!(event.get::<_, WorkspaceId>(3), workspace);
     assert_eq!(event.get::<_, i32>(4), 1);
-    assert!(event.get::<_, bool>(5), "the request's correlation id is carried into the event");
+    assert!(event.get::<_, bool>(5), "the issued correlation id is carried into the event");
     assert_eq!(event.get::<_, String>(6), "pending");
 }
 

@@ -13,10 +13,8 @@
 
 use std::collections::HashMap;
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
@@ -162,9 +160,12 @@ fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
     Caller::from_claims(Some(&data.claims.sub), Some(&data.claims.workspace_id), Some(&data.claims.role))
 }
 
-/// Middleware: resolves the caller from verified claims or a bearer token and stores it in the
-/// request's extensions. Routes that need a caller reject the request when none was stored.
-pub async fn identify(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Resolves the caller from verified claims or a bearer token and stores it in the request's
+/// extensions; routes that need a caller reject the request when none was stored. A token that was
+/// sent but does not verify is an error even on routes that need no caller (the caller answers 401).
+/// Runs inside [`super::request::enter`], which needs the caller's workspace to decide the
+/// correlation id.
+pub fn identify(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
     let caller = match &state.api.auth {
         AuthConfig::ApiGatewayClaims => request.extensions().get::<VerifiedClaims>().and_then(|claims| {
             Caller::from_claims(
@@ -181,11 +182,12 @@ pub async fn identify(State(state): State<AppState>, mut request: Request, next:
     };
     if let Some(caller) = caller {
         request.extensions_mut().insert(caller);
+        Ok(())
     } else if request.headers().contains_key(axum::http::header::AUTHORIZATION) {
-        // A token was sent but did not verify: answer 401 even on routes that need no caller.
-        return ApiError::Unauthenticated.into_response();
+        Err(ApiError::Unauthenticated)
+    } else {
+        Ok(())
     }
-    next.run(request).await
 }
 
 #[cfg(test)]

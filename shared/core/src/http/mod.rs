@@ -1,13 +1,15 @@
 //! The HTTP API: one axum `Router`, served by `lambda_http` in Lambda and by a TCP listener locally.
 //!
 //! Invariants:
-//! - Every response, including errors and unknown routes, carries `X-Correlation-Id`.
+//! - Every response, including errors and unknown routes, carries `X-Correlation-Id`, an id this server
+//!   issued for the caller's workspace ([`correlation`]).
 //! - Every error is an `application/problem+json` document built by [`problem::ApiError`].
 //! - Every query is scoped to the caller's workspace; another workspace's resource answers 404.
 //! - [`ROUTES`] lists exactly the implemented routes; a test keeps it, the router and the OpenAPI
 //!   document in agreement.
 
 pub mod auth;
+pub mod correlation;
 pub mod cursor;
 pub mod idempotency;
 pub mod problem;
@@ -127,7 +129,6 @@ pub fn router(state: AppState) -> Router {
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))
         .layer(from_fn(request::limit_body))
-        .layer(from_fn_with_state(state.clone(), auth::identify))
-        .layer(from_fn(request::correlate))
+        .layer(from_fn_with_state(state.clone(), request::enter))
         .with_state(state)
 }

@@ -1,19 +1,21 @@
-//! Per-request plumbing: the correlation id, the request id, and the JSON body reader.
+//! Per-request plumbing: who is calling, the correlation id, the request id, and the JSON body reader.
 //!
-//! Invariants: every response carries `X-Correlation-Id` — the caller's when it is a valid ULID or
-//! UUID, otherwise a freshly issued ULID (an invalid value is never echoed). Bodies are read up to
-//! 64 KiB (413 beyond), must be JSON when they have a content type (415 otherwise), and malformed JSON
-//! answers 400.
+//! Invariants: every response, a 401 included, carries `X-Correlation-Id` — an id this server issued,
+//! tagged for the caller's workspace ([`super::correlation`]); a client's value is used only when it is
+//! such a tag for the same workspace, and is never echoed otherwise. Bodies are read up to 64 KiB (413
+//! beyond), must be JSON when they have a content type (415 otherwise), and malformed JSON answers 400.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::auth::{self, Caller};
 use super::problem::ApiError;
+use super::AppState;
 use crate::ids::{CorrelationId, RequestId};
 
 pub const CORRELATION_HEADER: HeaderName = HeaderName::from_static("x-correlation-id");
@@ -37,15 +39,15 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestIds {
     }
 }
 
-/// Middleware: assigns the request's ids and echoes the correlation id on the response.
-pub async fn correlate(mut request: Request, next: Next) -> Response {
-    let correlation_id = request
-        .headers()
-        .get(&CORRELATION_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .and_then(CorrelationId::parse_header)
-        .unwrap_or_else(CorrelationId::generate);
-    let ids = RequestIds { correlation_id, request_id: RequestId::generate() };
+/// Middleware, outermost: identifies the caller ([`auth::identify`]), then decides the request's
+/// correlation id for the caller's workspace, answers it in `X-Correlation-Id` and logs one line per
+/// request (ids and the route template only).
+pub async fn enter(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let identified = auth::identify(&state, &mut request);
+    let workspace = request.extensions().get::<Caller>().map(|caller| caller.workspace_id);
+    let sent = request.headers().get(&CORRELATION_HEADER).and_then(|value| value.to_str().ok());
+    let correlation = state.api.correlation.resolve(workspace, sent);
+    let ids = RequestIds { correlation_id: correlation.id, request_id: RequestId::generate() };
     request.extensions_mut().insert(ids);
     let method = request.method().clone();
     // The route template (`/v1/patients/{id}`), never the concrete path or query.
@@ -55,12 +57,17 @@ pub async fn correlate(mut request: Request, next: Next) -> Response {
         .map(|path| path.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".into());
     let started = std::time::Instant::now();
-    let mut response = next.run(request).await;
-    if let Ok(value) = HeaderValue::from_str(&correlation_id.to_string()) {
+    let mut response = match identified {
+        Ok(()) => next.run(request).await,
+        Err(error) => error.into_response(),
+    };
+    if let Ok(value) = HeaderValue::from_str(&correlation.header) {
         response.headers_mut().insert(CORRELATION_HEADER, value);
     }
     tracing::info!(
-        correlation_id = %correlation_id,
+        correlation_id = %correlation.id,
+        correlation_accepted = correlation.accepted,
+        client_correlation_id = correlation.client.as_deref(),
         request_id = %ids.request_id,
         method = %method,
         route = %route,

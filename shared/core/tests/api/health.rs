@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::Request;
 use clinic_core::config::{ApiConfig, AuthConfig};
 use clinic_core::db::connect_pool;
+use clinic_core::http::correlation::CorrelationKeys;
 use clinic_core::http::readiness::Readiness;
 use clinic_core::http::{router, AppState};
 use futures::future::join_all;
@@ -20,6 +21,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
         api: ApiConfig {
             auth: AuthConfig::Hs256 { secret: b"health-test-secret".to_vec() },
             cursor_key: b"health-test-cursor-key".to_vec(),
+            correlation: CorrelationKeys::new(b"health-test-correlation-key", None),
             readiness: Readiness::new(interval),
             subject_claim: "sub".into(),
         },
