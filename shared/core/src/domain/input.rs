@@ -70,8 +70,7 @@ impl Fields {
     pub fn optional_version(&mut self, field: &str) -> Result<Option<i32>, FieldError> {
         match self.object.remove(field) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::Number(number)) => number
-                .as_i64()
+            Some(Value::Number(number)) => integer(&number)
                 .filter(|value| (1..=i64::from(i32::MAX)).contains(value))
                 .map(|value| Some(value as i32))
                 .ok_or_else(|| FieldError::new(field, "must be a positive integer")),
@@ -97,6 +96,17 @@ impl Fields {
     }
 }
 
+/// A JSON number that is an integer, as JSON Schema counts them: `3` and `3.0` are both the integer 3
+/// (a schema's `"type": "integer"` admits both); `3.5`, and integers beyond `i64`, are not.
+pub fn integer(number: &serde_json::Number) -> Option<i64> {
+    if let Some(value) = number.as_i64() {
+        return Some(value);
+    }
+    let value = number.as_f64()?;
+    // 2^63 as f64 is exact; anything at or beyond it does not fit.
+    (value.fract() == 0.0 && value >= i64::MIN as f64 && value < i64::MAX as f64).then_some(value as i64)
+}
+
 /// Field names echoed back are bounded, so a hostile key cannot bloat the answer.
 fn truncate(field: &str) -> String {
     field.chars().take(64).collect()
@@ -115,6 +125,15 @@ mod tests {
         assert_eq!(fields.required_str("c").unwrap_err().message, "is required");
         assert_eq!(fields.finish().unwrap_err().field, "z");
         assert_eq!(Fields::new(json!([1])).unwrap_err().field, "body");
+    }
+
+    #[test]
+    fn integers_are_counted_as_json_schema_counts_them() {
+        let mut fields = Fields::new(json!({"a": 3.0, "b": 3.5, "c": 1e300, "d": 7})).unwrap();
+        assert_eq!(fields.optional_version("a").unwrap(), Some(3));
+        assert_eq!(fields.optional_version("b").unwrap_err().field, "b");
+        assert_eq!(fields.optional_version("c").unwrap_err().field, "c");
+        assert_eq!(fields.optional_version("d").unwrap(), Some(7));
     }
 
     #[test]

@@ -59,13 +59,14 @@ text_value!(
     200
 );
 
-/// An email address: one `@` with text on both sides, no spaces, at most 254 characters.
+/// An email address: one `@` with text on both sides, no white space or control characters, at most
+/// 254 characters (counted as characters, as JSON Schema's `maxLength` does).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Email(String);
 
 impl Email {
     pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
-        let valid = raw.len() <= 254
+        let valid = raw.chars().count() <= 254
             && !raw.chars().any(|c| c.is_whitespace() || c.is_control())
             && matches!(raw.split_once('@'), Some((local, domain))
                 if !local.is_empty() && !domain.is_empty() && !domain.contains('@'));
@@ -203,6 +204,10 @@ mod tests {
     fn contact_details_are_checked() {
         assert!(Email::parse("email", "a@b.example".into()).is_ok());
         assert!(Email::parse("email", "nope".into()).is_err());
+        // 254 characters, as the OpenAPI document's maxLength counts them (not bytes).
+        let long = format!("{}@b.example", "é".repeat(244));
+        assert!(Email::parse("email", long.clone()).is_ok());
+        assert!(Email::parse("email", format!("é{long}")).is_err());
         assert!(Phone::parse("phone", "+1 (555) 010-0000".into()).is_ok());
         assert!(Phone::parse("phone", "call me".into()).is_err());
         assert!(parse_date_of_birth("dateOfBirth", "1980-02-29").is_ok());

@@ -20,7 +20,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::path_id;
-use crate::domain::input::{FieldError, Fields};
+use crate::domain::input::{integer, FieldError, Fields};
 use crate::error::DomainError;
 use crate::events::EventType;
 use crate::http::auth::Caller;
@@ -68,9 +68,11 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
     };
     let limit = match body.remove("limit") {
         None | Some(Value::Null) => 1_000,
-        Some(value) => value.as_i64().filter(|n| (1..=bulk::MAX_LIMIT).contains(n)).ok_or_else(|| {
-            FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT))
-        })?,
+        Some(value) => {
+            value.as_number().and_then(integer).filter(|n| (1..=bulk::MAX_LIMIT).contains(n)).ok_or_else(
+                || FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT)),
+            )?
+        }
     };
     let filter = match body.remove("filter") {
         None | Some(Value::Null) => Map::new(),
@@ -85,7 +87,7 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
         if !KNOWN.contains(&key.as_str()) {
             return Err(FieldError::new(format!("filter.{key}"), "is not a filter"));
         }
-        if !value.is_string() && !value.is_null() {
+        if !value.is_string() {
             return Err(FieldError::new(format!("filter.{key}"), "must be a string"));
         }
     }

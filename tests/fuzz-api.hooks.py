@@ -1,0 +1,78 @@
+"""Schemathesis hooks for tests/fuzz-api: the one documented exclusion from positive_data_acceptance.
+
+positive_data_acceptance (ST202) fails when the API refuses a request its own OpenAPI document calls
+valid. The document states every rule JSON Schema can state (lengths, patterns, formats, ranges, enums,
+required fields, closed objects). The rules below are the ones it cannot, because they relate two
+fields, depend on today's date, or depend on what the server issued or stored before (an id in a body
+must name an existing resource). A refusal is
+dropped here only when it is exactly one of these: the operation, the problem's `field` and its
+`detail` must all match. Any other refusal of schema-valid data still fails the run.
+"""
+
+import schemathesis
+
+SLOT = (
+    "endsAt",
+    ("endsAt: must be after startsAt", "endsAt: must be at most 24 hours after startsAt"),
+    "endsAt after startsAt, at most 24 hours later: two fields",
+)
+WINDOW = (
+    "to",
+    ("to: must be after from", "to: must be at most 31 days after from"),
+    "to after from, at most 31 days later: two parameters",
+)
+FILTER_WINDOW = ("filter.to", ("filter.to: must be after from",), "filter.to after filter.from: two fields")
+OUTBOX_WINDOW = ("to", ("to: must be after from",), "to after from: two parameters")
+PAST_DATE = (
+    "dateOfBirth",
+    ("dateOfBirth: must be a past date after 1900-01-01",),
+    "not in the future: depends on today's date",
+)
+
+REFERENCES = [
+    ("patientId", ("patientId: no such patient",), "the patient must exist: stored data"),
+    ("practitionerId", ("practitionerId: no such practitioner",), "the practitioner must exist: stored data"),
+]
+
+# Operation label -> the rules JSON Schema cannot state that the operation enforces.
+UNSTATABLE = {
+    "POST /v1/appointments": [SLOT] + REFERENCES,
+    "POST /v1/appointments/{id}/reschedule": [SLOT],
+    "GET /v1/appointments": [WINDOW],
+    "GET /v1/system/outbox": [OUTBOX_WINDOW],
+    "POST /v1/system/outbox/bulk/retry": [FILTER_WINDOW],
+    "POST /v1/system/outbox/bulk/replay": [FILTER_WINDOW],
+    "POST /v1/system/outbox/bulk/discard": [FILTER_WINDOW],
+    "POST /v1/patients": [PAST_DATE],
+    "PATCH /v1/patients/{id}": [PAST_DATE],
+    "GET /v1/patients": [PAST_DATE],
+}
+# On every operation that takes them:
+# - a cursor is sealed by the server (opaque; a fuzzer cannot mint one, so any it makes up answers 400);
+# - an Idempotency-Key is bound to the first request that used it: the fuzzer reuses short keys with
+#   other bodies, which the API must refuse (422) rather than replay a different request's answer.
+EVERYWHERE = [
+    ("cursor", ("cursor: is not a cursor this server issued",), "server-issued"),
+    ("Idempotency-Key", ("This Idempotency-Key was used with a different request.",), "bound to its first use"),
+]
+
+
+@schemathesis.hook
+def filter_failure(context, failure, case, response):
+    if getattr(failure, "code", None) != "ST202":
+        return True
+    # The stateful phase feeds values from earlier answers into paths; a null one (a nullable id such
+    # as a disclosure's eventId) arrives as the text "None", which is not schema-valid data at all.
+    if any(value is None for value in (case.path_parameters or {}).values()):
+        return False
+    try:
+        problem = response.json()
+    except Exception:
+        return True
+    if not isinstance(problem, dict):
+        return True
+    field, detail = problem.get("field"), problem.get("detail")
+    for name, details, _why in UNSTATABLE.get(case.operation.label, []) + EVERYWHERE:
+        if field == name and detail in details:
+            return False
+    return True
