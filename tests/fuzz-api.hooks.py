@@ -9,7 +9,19 @@ dropped here only when it is exactly one of these: the operation, the problem's 
 `detail` must all match. Any other refusal of schema-valid data still fails the run.
 """
 
+import os
+
 import schemathesis
+
+# Set CLINIC_FUZZ_DROPPED to a file to get one line per dropped refusal (operation, field, detail).
+DROPPED_LOG = os.environ.get("CLINIC_FUZZ_DROPPED")
+
+
+def dropped(case, reason):
+    if DROPPED_LOG:
+        with open(DROPPED_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{case.operation.label}\t{reason}\n")
+    return False
 
 SLOT = (
     "endsAt",
@@ -64,7 +76,7 @@ def filter_failure(context, failure, case, response):
     # The stateful phase feeds values from earlier answers into paths; a null one (a nullable id such
     # as a disclosure's eventId) arrives as the text "None", which is not schema-valid data at all.
     if any(value is None for value in (case.path_parameters or {}).values()):
-        return False
+        return dropped(case, "null path parameter from a stateful link")
     try:
         problem = response.json()
     except Exception:
@@ -74,5 +86,5 @@ def filter_failure(context, failure, case, response):
     field, detail = problem.get("field"), problem.get("detail")
     for name, details, _why in UNSTATABLE.get(case.operation.label, []) + EVERYWHERE:
         if field == name and detail in details:
-            return False
+            return dropped(case, detail)
     return True
