@@ -72,6 +72,13 @@ async fn explain_bulk_retry_and_pause_from_the_cli() {
             .await;
     assert_ne!(code, 0);
     assert!(stderr.contains("reason"), "{stderr}");
+    let (code, _, stderr) = clinic(
+        &app,
+        &["outbox", "bulk", "replay", "--actor", "ops:cli", "--reason", "newer", "--listener-only", "send_fax"],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("409") && stderr.contains("send_fax"), "{stderr}");
 
     let workspace = app.workspace.id.to_string();
     let pause = [

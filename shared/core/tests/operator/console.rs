@@ -217,6 +217,19 @@ async fn bulk_replay_can_name_listeners() {
 }
 
 #[tokio::test]
+async fn a_bulk_replay_naming_only_unknown_listeners_is_refused_with_409_and_changes_nothing() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await;
+    let body = json!({"reason": "newer build", "filter": {}, "listeners": ["send_fax"]});
+    let response = admin_post(&scene, "/v1/system/outbox/bulk/replay", body).await;
+    assert_eq!(response.status, 409, "{}", response.text);
+    assert_eq!(response.body["field"], "listeners");
+    assert!(response.body["detail"].as_str().unwrap().contains("send_fax"), "{}", response.text);
+    assert_eq!(scene.app.count("SELECT 1 FROM operator_actions").await, 0);
+    assert_eq!(scene.app.count("SELECT 1 FROM event_outbox WHERE status <> 'dispatched'").await, 0);
+}
+
+#[tokio::test]
 async fn a_paused_listener_holds_its_starts_while_the_others_flow_and_resume_releases_them() {
     let scene = Scene::new().await;
     let pause = json!({"listener": "patient_booking_confirmation", "reason": "template bug"});
