@@ -132,7 +132,9 @@ pub async fn rejections(args: RejectionsArgs) -> anyhow::Result<()> {
         reason: args
             .reason
             .as_deref()
-            .map(|raw| Rejection::parse(raw).ok_or_else(|| anyhow!("--reason must be a rejection reason code")))
+            .map(|raw| {
+                Rejection::parse(raw).ok_or_else(|| anyhow!("--reason must be a rejection reason code"))
+            })
             .transpose()?,
         before: None,
     };

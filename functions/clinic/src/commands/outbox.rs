@@ -178,9 +178,15 @@ fn event_id(raw: &str) -> anyhow::Result<EventId> {
 pub fn refused_request(error: DomainError, listener_flag: &str) -> anyhow::Error {
     match error {
         DomainError::Invalid(e) => {
-            anyhow!("invalid --{}: {}", if e.field == "listeners" { listener_flag } else { &e.field }, e.message)
+            anyhow!(
+                "invalid --{}: {}",
+                if e.field == "listeners" { listener_flag } else { &e.field },
+                e.message
+            )
         }
-        DomainError::UnknownListeners(_) => anyhow!("refused (409): {error}; nothing was changed or recorded"),
+        DomainError::UnknownListeners(_) => {
+            anyhow!("refused (409): {error}; nothing was changed or recorded")
+        }
         other => anyhow::Error::new(other),
     }
 }
@@ -191,7 +197,9 @@ fn explain(error: DomainError, event: EventId) -> anyhow::Error {
         DomainError::NotFound => anyhow!("no outbox row for event {event} (in scope)"),
         DomainError::Conflict(detail) => anyhow!("refused: {detail}; nothing was changed or recorded"),
         DomainError::Invalid(field) => anyhow!("invalid {}: {}", field.field, field.message),
-        DomainError::UnknownListeners(_) => anyhow!("refused (409): {error}; nothing was changed or recorded"),
+        DomainError::UnknownListeners(_) => {
+            anyhow!("refused (409): {error}; nothing was changed or recorded")
+        }
         other => anyhow::Error::new(other).context("the action failed; nothing was changed"),
     }
 }

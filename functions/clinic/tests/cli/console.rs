@@ -74,7 +74,17 @@ async fn explain_bulk_retry_and_pause_from_the_cli() {
     assert!(stderr.contains("reason"), "{stderr}");
     let (code, _, stderr) = clinic(
         &app,
-        &["outbox", "bulk", "replay", "--actor", "ops:cli", "--reason", "newer", "--listener-only", "send_fax"],
+        &[
+            "outbox",
+            "bulk",
+            "replay",
+            "--actor",
+            "ops:cli",
+            "--reason",
+            "newer",
+            "--listener-only",
+            "send_fax",
+        ],
     )
     .await;
     assert_ne!(code, 0);

@@ -182,7 +182,11 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     )
     .await;
     assert_eq!(mixed.code, 1);
-    assert!(mixed.stderr.contains("invalid --listener") && mixed.stderr.contains("send_fax"), "{}", mixed.stderr);
+    assert!(
+        mixed.stderr.contains("invalid --listener") && mixed.stderr.contains("send_fax"),
+        "{}",
+        mixed.stderr
+    );
 
     // discard: dead → discarded; another workspace's scope does not find it.
     let other = WorkspaceIdText::new();

@@ -51,7 +51,10 @@ impl SessionTimeouts {
         Ok(Self {
             statement: ms("CLINIC_DB_STATEMENT_TIMEOUT_MS", defaults.statement)?,
             lock: ms("CLINIC_DB_LOCK_TIMEOUT_MS", defaults.lock)?,
-            idle_in_transaction: ms("CLINIC_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", defaults.idle_in_transaction)?,
+            idle_in_transaction: ms(
+                "CLINIC_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS",
+                defaults.idle_in_transaction,
+            )?,
         })
     }
 

@@ -274,7 +274,8 @@ pub async fn sweep(
         let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
         now.checked_sub_signed(age).unwrap_or_else(epoch).max(epoch())
     };
-    let (expired, rejected_before) = (older_than(config.idempotency_ttl), older_than(config.rejection_retention));
+    let (expired, rejected_before) =
+        (older_than(config.idempotency_ttl), older_than(config.rejection_retention));
     for (statement, before) in
         [(SWEEP_IDEMPOTENCY_KEYS, expired), (SWEEP_REMINDERS, cutoff), (SWEEP_REJECTIONS, rejected_before)]
     {

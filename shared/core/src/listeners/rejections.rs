@@ -95,7 +95,8 @@ pub async fn list(
     let reason = filter.reason.map(Rejection::as_str);
     let limit = limit.clamp(1, 1000);
     let rows =
-        sql::query(client, LIST, &[&filter.workspace, &filter.event_id, &reason, &filter.before, &limit]).await?;
+        sql::query(client, LIST, &[&filter.workspace, &filter.event_id, &reason, &filter.before, &limit])
+            .await?;
     Ok(rows
         .iter()
         .map(|row| RejectionRecord {

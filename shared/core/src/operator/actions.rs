@@ -30,11 +30,7 @@ pub struct ActionRequest {
 impl ActionRequest {
     /// Builds a request from its parts, checking the reason first, then the listener names (see
     /// [`parse_listeners`] for unknown names).
-    pub fn new(
-        action: ActionKind,
-        reason: &str,
-        listener_names: Option<&[String]>,
-    ) -> DomainResult<Self> {
+    pub fn new(action: ActionKind, reason: &str, listener_names: Option<&[String]>) -> DomainResult<Self> {
         let reason = Reason::parse(reason)?;
         let listeners = listener_names.map(|names| parse_listeners(action, names)).transpose()?;
         Ok(ActionRequest { action, reason, listeners })
@@ -358,10 +354,15 @@ mod tests {
             let error = ActionRequest::from_body(ActionKind::Replay, body).unwrap_err();
             assert_eq!(field_of(error), "listeners");
         }
-        let error =
-            ActionRequest::from_body(ActionKind::Replay, json!({"reason": "x", "listeners": ["send_fax", "fax"]}))
-                .unwrap_err();
-        assert!(matches!(&error, DomainError::UnknownListeners(names) if names == &["send_fax", "fax"]), "{error}");
+        let error = ActionRequest::from_body(
+            ActionKind::Replay,
+            json!({"reason": "x", "listeners": ["send_fax", "fax"]}),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, DomainError::UnknownListeners(names) if names == &["send_fax", "fax"]),
+            "{error}"
+        );
         let error = ActionRequest::from_body(
             ActionKind::Retry,
             json!({"reason": "x", "listeners": ["patient_reminder"]}),

@@ -234,7 +234,6 @@ async fn listener_paths(client: &impl GenericClient, e: &Envelope) -> DomainResu
     answer.note = Some(
         "a receipt records that the listener committed (applied, stale or duplicate are not told apart on \
          this build); rejected = a delivery was refused and no receipt is in (its latest reason shown)",
-
     );
     Ok(answer)
 }

@@ -31,11 +31,15 @@ pub struct Custody {
     pub stuck_at: Option<DateTime<Utc>>,
 }
 
-const CUSTODY: &str = "SELECT listener, started_at, transport_message_id, settled_at, restarts, restarted_at, \
+const CUSTODY: &str =
+    "SELECT listener, started_at, transport_message_id, settled_at, restarts, restarted_at, \
      stuck_at FROM listener_starts WHERE event_id = $1 ORDER BY listener LIMIT $2";
 
 /// Every recorded start of `event_id` (`listener_starts`, V8).
-pub async fn custody_of(client: &impl GenericClient, event_id: EventId) -> Result<Vec<Custody>, tokio_postgres::Error> {
+pub async fn custody_of(
+    client: &impl GenericClient,
+    event_id: EventId,
+) -> Result<Vec<Custody>, tokio_postgres::Error> {
     let rows = sql::query(client, CUSTODY, &[&event_id, &MAX_ROWS]).await?;
     Ok(rows
         .iter()
@@ -59,7 +63,8 @@ pub async fn rejections_of(
     event_id: EventId,
 ) -> Result<Vec<crate::listeners::rejections::RejectionRecord>, tokio_postgres::Error> {
     use crate::listeners::rejections::{list, RejectionFilter};
-    let filter = RejectionFilter { workspace: Some(workspace), event_id: Some(event_id), ..Default::default() };
+    let filter =
+        RejectionFilter { workspace: Some(workspace), event_id: Some(event_id), ..Default::default() };
     let mut newest_first = list(client, &filter, MAX_ROWS).await?;
     newest_first.reverse();
     Ok(newest_first)

@@ -87,7 +87,10 @@ async fn failures_holds_and_a_lease_takeover_are_recorded_in_the_outbox_history(
     let failure = history.iter().find(|h| h["kind"] == "failure").unwrap();
     assert_eq!(failure["errorCode"], "provider_down");
     assert_eq!(failure["attempt"], 1);
-    assert_eq!((failure["statusBefore"].as_str(), failure["status"].as_str()), (Some("claimed"), Some("retry")));
+    assert_eq!(
+        (failure["statusBefore"].as_str(), failure["status"].as_str()),
+        (Some("claimed"), Some("retry"))
+    );
     assert!(failure["at"].is_string());
     let takeover = history.iter().find(|h| h["kind"] == "takeover").unwrap();
     assert_eq!(takeover["previousClaimedBy"], "dispatcher-that-died");
@@ -170,7 +173,10 @@ async fn rejections_are_recorded_shown_in_explain_and_listed_for_the_events_work
     assert_eq!(filtered.body["items"].as_array().unwrap().len(), 1, "{}", filtered.text);
     let paged = scene.app.call("GET", "/v1/system/rejections?limit=1", Some(&admin), None).await;
     let cursor = paged.body["nextCursor"].as_str().unwrap().to_owned();
-    let next = scene.app.call("GET", &format!("/v1/system/rejections?limit=1&cursor={cursor}"), Some(&admin), None).await;
+    let next = scene
+        .app
+        .call("GET", &format!("/v1/system/rejections?limit=1&cursor={cursor}"), Some(&admin), None)
+        .await;
     assert_eq!(next.body["items"][0]["reason"], "tenant_mismatch", "{}", next.text);
     let bad = scene.app.call("GET", "/v1/system/rejections?reason=nope", Some(&admin), None).await;
     assert_eq!(bad.status, 400, "{}", bad.text);
@@ -188,7 +194,10 @@ async fn the_overview_shows_the_oldest_unsettled_age_beside_the_oldest_live_age(
     // The broker accepted the starts and lost them: dispatched, unsettled.
     scene.dispatcher(Arc::new(NoopTransport), fast_config()).drain_once().await.unwrap();
     scene
-        .execute("UPDATE listener_starts SET started_at = now() - interval '5 minutes' WHERE event_id = $1", scene.created)
+        .execute(
+            "UPDATE listener_starts SET started_at = now() - interval '5 minutes' WHERE event_id = $1",
+            scene.created,
+        )
         .await;
     let admin = scene.app.workspace.admin.clone();
     let overview = scene.app.call("GET", "/v1/system/overview", Some(&admin), None).await;

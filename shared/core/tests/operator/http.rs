@@ -161,9 +161,13 @@ async fn a_missing_or_blank_reason_is_rejected_before_the_status_is_considered()
     let no_body = scene.app.call("POST", &action_path(scene.created, "discard"), Some(&admin), None).await;
     assert_eq!(no_body.status, 422, "{}", no_body.text);
     // Only listeners this build does not know (a rolling deploy): 409 naming them.
-    let unknown_only =
-        act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["send_fax", "page_doctor"]}))
-            .await;
+    let unknown_only = act(
+        &scene,
+        scene.created,
+        "replay",
+        json!({"reason": "x", "listeners": ["send_fax", "page_doctor"]}),
+    )
+    .await;
     assert_eq!(unknown_only.status, 409, "{}", unknown_only.text);
     assert_eq!(unknown_only.body["field"], "listeners");
     assert_eq!(unknown_only.body["type"].as_str().map(|t| t.ends_with("unknown-listeners")), Some(true));
