@@ -1,5 +1,5 @@
 // Drives the operators' console in a real browser (Debian's Chromium through playwright-core):
-// token → overview → dead rows of one error code → explain view → bulk retry with a dry run and a
+// token → overview (its ages, the oldest unsettled one included) → dead rows of one error code → explain view → bulk retry with a dry run and a
 // reason. Prints one JSON line with what it saw; tests/console-browser checks the audit rows.
 //
 // Env: BASE (API base URL), TOKEN (admin bearer token), CODE (the planted error code),
@@ -41,6 +41,8 @@ try {
   await page.keyboard.press('Enter'); // keyboard use: the form submits from the field
   await page.locator('#show-dead-' + CODE).waitFor();
   const deadCell = await page.locator('#dead-codes tbody tr', { hasText: CODE }).locator('td').nth(1).textContent();
+  const unsettled = await page.locator('#age-unsettled').textContent();
+  const live = await page.locator('#age-live').textContent();
   await page.screenshot({ path: SCREENSHOT, fullPage: false });
 
   await page.locator('#show-dead-' + CODE).click();
@@ -63,7 +65,7 @@ try {
   await page.waitForFunction(() => document.getElementById('bulk-result').dataset.applied !== undefined);
   const applied = await page.locator('#bulk-result').getAttribute('data-applied');
   const batch = await page.locator('#bulk-result').getAttribute('data-batch');
-  console.log(JSON.stringify({ deadCell, firstEvent, sections, published, matched, dryRunText, applied, batch, reason: REASON, errors }));
+  console.log(JSON.stringify({ deadCell, unsettled, live, firstEvent, sections, published, matched, dryRunText, applied, batch, reason: REASON, errors }));
 } finally {
   await context.close();
 }

@@ -29,8 +29,11 @@ enum Command {
     Workspaces(commands::workspaces::WorkspacesArgs),
     /// Operator tooling: list, show, retry, replay, discard, stats, sweep (retention).
     Outbox(commands::outbox::OutboxArgs),
-    /// Explain one event end to end: envelope, links, outbox, listeners, deliveries, causes, actions.
+    /// Explain one event end to end: envelope, links, outbox and its history, listeners, custody,
+    /// rejections, deliveries, causes, actions.
     Explain(commands::operate::ExplainArgs),
+    /// Recorded listener rejections (forged or altered messages), newest first; ids and codes only.
+    Rejections(commands::operate::RejectionsArgs),
     /// Pause, resume and list paused listeners (durable, audited).
     Listeners(commands::operate::ListenersArgs),
     /// Notification deliveries: list, retry, discard, send (docs/delivery.md).
@@ -56,6 +59,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Workspaces(args) => commands::workspaces::run(args).await,
         Command::Outbox(args) => commands::outbox::run(args).await,
         Command::Explain(args) => commands::operate::explain(args).await,
+        Command::Rejections(args) => commands::operate::rejections(args).await,
         Command::Listeners(args) => commands::operate::listeners(args).await,
         Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,

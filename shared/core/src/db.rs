@@ -19,9 +19,11 @@ use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 
 pub mod conninfo;
+pub mod timeouts;
 pub mod tls;
 
 pub use conninfo::{redact, with_database, with_role};
+pub use timeouts::SessionTimeouts;
 
 /// A pooled connection.
 pub type Conn = deadpool_postgres::Object;
@@ -35,6 +37,8 @@ pub enum DbError {
     InvalidUrl(String),
     #[error("database TLS: {0}")]
     Tls(String),
+    #[error("database session settings: {0}")]
+    Settings(#[from] crate::config::ConfigError),
     #[error("could not build the connection pool: {0}")]
     Pool(String),
     #[error("could not get a database connection: {0}")]
@@ -45,12 +49,15 @@ pub enum DbError {
     MigrationChanged { version: i32 },
 }
 
-/// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout.
+/// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout. Every
+/// session of the pool is an application session: it gets the [`SessionTimeouts`] (from the
+/// environment, defaults 10 s / 3 s / 15 s) unless the URL's own `options` set them.
 pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result<Pool, DbError> {
     let (mut config, settings) = tls::split(url, ca_file)?;
     if config.get_application_name().is_none() {
         config.application_name("clinic");
     }
+    SessionTimeouts::from_env()?.apply(&mut config);
     config.connect_timeout(Duration::from_secs(5));
     let manager = Manager::from_config(
         config,
@@ -66,8 +73,9 @@ pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result
         .map_err(|e| DbError::Pool(e.to_string()))
 }
 
-/// Opens one dedicated connection (for LISTEN, migrations and operator commands), driving it on a
-/// spawned task. Notifications are forwarded to `notifications` when given.
+/// Opens one dedicated connection (for LISTEN, migrations and owner maintenance), driving it on a
+/// spawned task. Notifications are forwarded to `notifications` when given. It does not get the
+/// application's [`SessionTimeouts`] (see [`timeouts`]); its URL may set any it wants.
 pub async fn connect_single(
     url: &str,
     ca_file: Option<&str>,
@@ -150,6 +158,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 9,
         name: "operator_console",
         sql: include_str!("../../../migrations/V9__operator_console.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "operator_history",
+        sql: include_str!("../../../migrations/V10__operator_history.sql"),
     },
 ];
 

@@ -27,6 +27,10 @@ pub enum DomainError {
     /// An operator action that does not fit the outbox row's status.
     #[error("{0}")]
     Conflict(String),
+    /// A replay whose named listeners are all unknown to this build (409; the names are listener
+    /// identifiers, not data).
+    #[error("this build knows none of the listeners named: {}", .0.join(", "))]
+    UnknownListeners(Vec<String>),
     #[error("database unavailable: {0}")]
     Unavailable(#[from] deadpool_postgres::PoolError),
     #[error("database error: {0}")]

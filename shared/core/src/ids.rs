@@ -170,6 +170,10 @@ typed_id!(
     /// An operator action on an outbox row.
     OperatorActionId
 );
+typed_id!(
+    /// One recorded rejection of a listener delivery (`listener_rejections`).
+    RejectionId
+);
 
 /// The id of whatever caused an event: a request or another event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

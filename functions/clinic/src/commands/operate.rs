@@ -1,4 +1,4 @@
-//! `clinic explain <eventId>`, `clinic outbox bulk retry|replay|discard` and
+//! `clinic explain <eventId>`, `clinic rejections`, `clinic outbox bulk retry|replay|discard` and
 //! `clinic listeners list|pause|resume`: the console's use cases from the shell (see
 //! `clinic_core::operator`). Each prints one JSON document; `--actor` and `--reason` are checked
 //! before the database is touched. Without `--workspace`, explain and bulk see every workspace;
@@ -20,6 +20,22 @@ pub struct ExplainArgs {
     /// Only this workspace (ULID).
     #[arg(long)]
     workspace: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RejectionsArgs {
+    /// Only this workspace (ULID); without it, every workspace.
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Only deliveries that claimed this event id (ULID; it may match no event).
+    #[arg(long)]
+    event_id: Option<String>,
+    /// Only this reason code (unknown_event, tenant_mismatch, …).
+    #[arg(long)]
+    reason: Option<String>,
+    /// At most this many (1–1000).
+    #[arg(long, default_value_t = 100)]
+    limit: i64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -100,6 +116,34 @@ fn workspace(raw: Option<&str>) -> anyhow::Result<Option<WorkspaceId>> {
     raw.map(|raw| raw.parse().map_err(|_| anyhow!("--workspace must be a ULID"))).transpose()
 }
 
+pub async fn rejections(args: RejectionsArgs) -> anyhow::Result<()> {
+    use clinic_core::listeners::rejections::{list, RejectionFilter};
+    use clinic_core::listeners::Rejection;
+    if !(1..=1000).contains(&args.limit) {
+        return Err(anyhow!("--limit must be 1 to 1000"));
+    }
+    let filter = RejectionFilter {
+        workspace: workspace(args.workspace.as_deref())?,
+        event_id: args
+            .event_id
+            .as_deref()
+            .map(|raw| raw.parse::<EventId>().map_err(|_| anyhow!("--event-id must be a ULID")))
+            .transpose()?,
+        reason: args
+            .reason
+            .as_deref()
+            .map(|raw| {
+                Rejection::parse(raw).ok_or_else(|| anyhow!("--reason must be a rejection reason code"))
+            })
+            .transpose()?,
+        before: None,
+    };
+    let (pool, _cluster) = pool().await?;
+    let client = pool.get().await?;
+    let items = list(&client, &filter, args.limit).await.context("listing rejections")?;
+    print(serde_json::json!({ "items": items }))
+}
+
 pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     let event: EventId =
         args.event_id.parse().map_err(|_| anyhow!("the event id must be a ULID (26 characters)"))?;
@@ -119,7 +163,7 @@ pub async fn bulk(args: BulkArgs) -> anyhow::Result<()> {
     let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
     let only = (!args.only.is_empty()).then_some(args.only.clone());
     let request = ActionRequest::new(action, &args.reason, only.as_deref())
-        .map_err(|e| anyhow!("invalid --{}: {}", e.field, e.message))?;
+        .map_err(|error| super::outbox::refused_request(error, "listener-only"))?;
     let field = |name: &str| -> Option<String> {
         match name {
             "status" => args.status.clone(),

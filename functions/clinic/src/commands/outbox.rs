@@ -172,12 +172,34 @@ fn event_id(raw: &str) -> anyhow::Result<EventId> {
     raw.parse().map_err(|_| anyhow!("the event id must be a ULID (26 characters)"))
 }
 
+/// Why an action request was refused before anything was looked up: a bad flag (`listeners` is
+/// reported as `--<listener_flag>`), or a replay naming only listeners this build does not know (the
+/// API's 409).
+pub fn refused_request(error: DomainError, listener_flag: &str) -> anyhow::Error {
+    match error {
+        DomainError::Invalid(e) => {
+            anyhow!(
+                "invalid --{}: {}",
+                if e.field == "listeners" { listener_flag } else { &e.field },
+                e.message
+            )
+        }
+        DomainError::UnknownListeners(_) => {
+            anyhow!("refused (409): {error}; nothing was changed or recorded")
+        }
+        other => anyhow::Error::new(other),
+    }
+}
+
 /// Turns a use-case error into a message an operator can act on.
 fn explain(error: DomainError, event: EventId) -> anyhow::Error {
     match error {
         DomainError::NotFound => anyhow!("no outbox row for event {event} (in scope)"),
         DomainError::Conflict(detail) => anyhow!("refused: {detail}; nothing was changed or recorded"),
         DomainError::Invalid(field) => anyhow!("invalid {}: {}", field.field, field.message),
+        DomainError::UnknownListeners(_) => {
+            anyhow!("refused (409): {error}; nothing was changed or recorded")
+        }
         other => anyhow::Error::new(other).context("the action failed; nothing was changed"),
     }
 }
@@ -230,9 +252,8 @@ async fn show(args: ShowArgs) -> anyhow::Result<()> {
 async fn act(action: ActionKind, args: ActionArgs, listeners: Option<Vec<String>>) -> anyhow::Result<()> {
     let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
     let listeners = listeners.filter(|names| !names.is_empty());
-    let request = ActionRequest::new(action, &args.reason, listeners.as_deref()).map_err(|e| {
-        anyhow!("invalid --{}: {}", if e.field == "listeners" { "listener" } else { &e.field }, e.message)
-    })?;
+    let request = ActionRequest::new(action, &args.reason, listeners.as_deref())
+        .map_err(|error| refused_request(error, "listener"))?;
     let event = event_id(&args.event_id)?;
     let scope = workspace(&args.scope)?;
     let (pool, _cluster) = pool().await?;

@@ -72,6 +72,23 @@ async fn explain_bulk_retry_and_pause_from_the_cli() {
             .await;
     assert_ne!(code, 0);
     assert!(stderr.contains("reason"), "{stderr}");
+    let (code, _, stderr) = clinic(
+        &app,
+        &[
+            "outbox",
+            "bulk",
+            "replay",
+            "--actor",
+            "ops:cli",
+            "--reason",
+            "newer",
+            "--listener-only",
+            "send_fax",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("409") && stderr.contains("send_fax"), "{stderr}");
 
     let workspace = app.workspace.id.to_string();
     let pause = [
@@ -106,4 +123,39 @@ async fn explain_bulk_retry_and_pause_from_the_cli() {
     let (code, resumed, stderr) = clinic(&app, &resume).await;
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(resumed["action"], "resume");
+}
+
+#[tokio::test]
+async fn rejections_lists_the_recorded_rejections_with_ids_and_codes_only() {
+    let app = TestApp::new().await;
+    let admin = app.workspace.admin.clone();
+    let patient = app.create_patient(&admin, json!({"givenName": "Ada", "familyName": "Lovelace"})).await;
+    let practitioner = app.create_practitioner(&admin).await;
+    app.book(&admin, &patient, &practitioner, "2035-02-01T09:00:00Z", "2035-02-01T09:30:00Z").await;
+    let client = app.db.client().await;
+    let id: clinic_core::ids::EventId = client
+        .query_one("SELECT id FROM events WHERE type = 'appointment.created'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let stored = clinic_core::events::read::find(&client, id).await.unwrap().unwrap();
+    let mut forged = stored.clone();
+    forged.id = clinic_core::ids::EventId::generate();
+    let listener = clinic_core::listeners::Listener::PatientBookingConfirmation;
+    clinic_core::listeners::run(&app.state.pool, listener, &forged).await.unwrap_err();
+
+    let forged_id = forged.id.to_string();
+    let (code, listed, stderr) = clinic(&app, &["rejections", "--event-id", &forged_id]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listed}");
+    assert_eq!(items[0]["reason"], "unknown_event");
+    assert_eq!(items[0]["listener"], "patient_booking_confirmation");
+    assert_eq!(items[0]["workspaceId"], app.workspace.id.to_string());
+    assert!(!listed.to_string().contains("Lovelace"));
+    let (_, none, _) = clinic(&app, &["rejections", "--reason", "tenant_mismatch"]).await;
+    assert_eq!(none["items"], json!([]));
+    let (code, _, stderr) = clinic(&app, &["rejections", "--reason", "nope"]).await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--reason"), "{stderr}");
 }

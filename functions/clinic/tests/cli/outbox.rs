@@ -159,6 +159,34 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     )
     .await;
     assert_eq!(bad_listener.code, 1);
+    assert!(
+        bad_listener.stderr.contains("409") && bad_listener.stderr.contains("send_fax"),
+        "{}",
+        bad_listener.stderr
+    );
+    let mixed = clinic(
+        &app,
+        &[
+            "outbox",
+            "replay",
+            &first_id,
+            "--actor",
+            "ops:bob",
+            "--reason",
+            "x",
+            "--listener",
+            "send_fax",
+            "--listener",
+            "patient_booking_confirmation",
+        ],
+    )
+    .await;
+    assert_eq!(mixed.code, 1);
+    assert!(
+        mixed.stderr.contains("invalid --listener") && mixed.stderr.contains("send_fax"),
+        "{}",
+        mixed.stderr
+    );
 
     // discard: dead → discarded; another workspace's scope does not find it.
     let other = WorkspaceIdText::new();

@@ -13,7 +13,11 @@
 //!    `CLINIC_IDEMPOTENCY_TTL_HOURS`, default 7 days): a retry of a request after that is a new
 //!    request (clients retry within minutes; the README's idempotency promise holds for the TTL);
 //! 5. `appointment_reminders` whose start time is older than the retention: the reminder scan only
-//!    looks at appointments starting in the future, so such a row can never dedupe anything again.
+//!    looks at appointments starting in the future, so such a row can never dedupe anything again;
+//! 6. `listener_rejections` older than their own retention ([`RetentionConfig::rejection_retention`],
+//!    `CLINIC_REJECTION_RETENTION_HOURS`, default 30 days): forensic records of refused deliveries
+//!    (a flood of forged messages grows this table, and the sweep bounds it). `outbox_history` needs
+//!    no step: its rows go with their outbox row (ON DELETE CASCADE).
 //!
 //! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
 //! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
@@ -65,6 +69,9 @@ pub struct RetentionConfig {
     /// `CLINIC_IDEMPOTENCY_TTL_HOURS` (default 168 = 7 days, 1–87600): age after which an
     /// `Idempotency-Key` is forgotten.
     pub idempotency_ttl: Duration,
+    /// `CLINIC_REJECTION_RETENTION_HOURS` (default 720 = 30 days, 1–87600): age after which a
+    /// recorded listener rejection is deleted.
+    pub rejection_retention: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -74,6 +81,7 @@ impl Default for RetentionConfig {
             batch: 1000,
             budget: Duration::from_secs(30),
             idempotency_ttl: Duration::from_secs(168 * 3600),
+            rejection_retention: Duration::from_secs(720 * 3600),
         }
     }
 }
@@ -86,6 +94,9 @@ impl RetentionConfig {
             budget: Duration::from_secs(bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
             idempotency_ttl: Duration::from_secs(
                 bounded("CLINIC_IDEMPOTENCY_TTL_HOURS", 168, 1..=87_600)? * 3600,
+            ),
+            rejection_retention: Duration::from_secs(
+                bounded("CLINIC_REJECTION_RETENTION_HOURS", 720, 1..=87_600)? * 3600,
             ),
         })
     }
@@ -100,6 +111,7 @@ pub struct SweepReport {
     pub listener_receipts: u64,
     pub idempotency_keys: u64,
     pub appointment_reminders: u64,
+    pub listener_rejections: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -169,6 +181,14 @@ const SWEEP_REMINDERS: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM appointment_reminders r USING batch b \
          WHERE r.appointment_id = b.appointment_id AND r.starts_at = b.starts_at RETURNING 1 \
+     ) \
+     SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// One batch of old recorded rejections (by `listener_rejections_rejected_idx`).
+const SWEEP_REJECTIONS: &str = "WITH batch AS ( \
+         SELECT id FROM listener_rejections WHERE rejected_at < $1 ORDER BY rejected_at LIMIT $2 \
+     ), gone AS ( \
+         DELETE FROM listener_rejections r USING batch b WHERE r.id = b.id RETURNING 1 \
      ) \
      SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
 
@@ -249,10 +269,16 @@ pub async fn sweep(
         }
     }
 
-    // 4. Expired idempotency keys; 5. reminder claims of long-past start times.
-    let ttl = chrono::Duration::from_std(config.idempotency_ttl).unwrap_or(chrono::Duration::MAX);
-    let expired = now.checked_sub_signed(ttl).unwrap_or_else(epoch).max(epoch());
-    for (statement, before) in [(SWEEP_IDEMPOTENCY_KEYS, expired), (SWEEP_REMINDERS, cutoff)] {
+    // 4. Expired idempotency keys; 5. reminder claims of long-past start times; 6. old rejections.
+    let older_than = |age: Duration| {
+        let age = chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
+        now.checked_sub_signed(age).unwrap_or_else(epoch).max(epoch())
+    };
+    let (expired, rejected_before) =
+        (older_than(config.idempotency_ttl), older_than(config.rejection_retention));
+    for (statement, before) in
+        [(SWEEP_IDEMPOTENCY_KEYS, expired), (SWEEP_REMINDERS, cutoff), (SWEEP_REJECTIONS, rejected_before)]
+    {
         loop {
             if out_of_time() {
                 return Ok(finish(report, false));
@@ -260,10 +286,10 @@ pub async fn sweep(
             let row = sql::query_one(&client, statement, &[&before, &config.batch]).await?;
             report.batches += 1;
             let deleted = row.get::<_, i64>(1) as u64;
-            if statement == SWEEP_IDEMPOTENCY_KEYS {
-                report.idempotency_keys += deleted;
-            } else {
-                report.appointment_reminders += deleted;
+            match statement {
+                SWEEP_IDEMPOTENCY_KEYS => report.idempotency_keys += deleted,
+                SWEEP_REMINDERS => report.appointment_reminders += deleted,
+                _ => report.listener_rejections += deleted,
             }
             if row.get::<_, i64>(0) < config.batch {
                 break;
@@ -286,6 +312,7 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         listener_receipts = report.listener_receipts,
         idempotency_keys = report.idempotency_keys,
         appointment_reminders = report.appointment_reminders,
+        listener_rejections = report.listener_rejections,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"

@@ -68,6 +68,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/system/outbox/bulk/discard"),
     ("get", "/v1/system/events/{id}"),
     ("get", "/v1/system/overview"),
+    ("get", "/v1/system/rejections"),
     ("get", "/v1/system/listeners"),
     ("post", "/v1/system/listeners/pause"),
     ("post", "/v1/system/listeners/resume"),
@@ -116,6 +117,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/outbox/bulk/discard", post(recovery::bulk_discard))
         .route("/v1/system/events/{id}", get(recovery::explain))
         .route("/v1/system/overview", get(recovery::overview))
+        .route("/v1/system/rejections", get(routes::rejections::list))
         .route("/v1/system/listeners", get(recovery::listener_list))
         .route("/v1/system/listeners/pause", post(recovery::pause_listener))
         .route("/v1/system/listeners/resume", post(recovery::resume_listener))

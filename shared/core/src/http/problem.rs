@@ -184,6 +184,10 @@ fn domain_problem(error: &DomainError) -> Problem {
         DomainError::InvalidTransition { .. } => {
             problem(StatusCode::CONFLICT, "invalid-transition", "Invalid status change", error.to_string())
         }
+        DomainError::UnknownListeners(_) => Problem {
+            field: Some("listeners".into()),
+            ..problem(StatusCode::CONFLICT, "unknown-listeners", "Unknown listeners", error.to_string())
+        },
         DomainError::Conflict(detail) => {
             problem(StatusCode::CONFLICT, "conflict", "Conflict", detail.clone())
         }

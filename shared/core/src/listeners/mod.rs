@@ -4,7 +4,8 @@
 //! - The listener map ([`map::listeners`]) is exhaustive over event types; see [`map`].
 //! - A message is an untrusted pointer ([`pointer`]): before anything acts, the delivery is checked
 //!   against the `events` row inside the run's transaction, folded into the receipt insert; a
-//!   mismatch is a [`Rejection`] (permanent, nothing written, one log line, one `Rejected` metric).
+//!   mismatch is a [`Rejection`] (permanent, nothing written by the run, one log line, one `Rejected`
+//!   metric, and one row in `listener_rejections` written after the rollback: [`rejections`]).
 //! - A listener run is ONE transaction: it first inserts its receipt `(listener, event_id)`; when the
 //!   receipt already exists the run is a duplicate delivery, rolls back and reports success
 //!   ([`ListenerOutcome::Duplicate`]). Otherwise it reloads what it needs through the repositories
@@ -19,6 +20,7 @@
 pub mod map;
 pub mod notify;
 pub mod pointer;
+pub mod rejections;
 mod workflows;
 
 pub use map::{is_routed, listeners, Listener};

@@ -53,6 +53,8 @@ pub async fn deliver(
             // rejection.
             let _ = tx.rollback().await;
             pointer::report(delivery, rejection);
+            // Recorded for operators on this connection, outside the rejected transaction.
+            super::rejections::record(&client, delivery, rejection).await;
             return Err(rejection.into_error(delivery));
         }
         Err(Rejected::Error(error)) => return Err(error),

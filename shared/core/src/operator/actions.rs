@@ -28,22 +28,19 @@ pub struct ActionRequest {
 }
 
 impl ActionRequest {
-    /// Builds a request from its parts, checking the reason first, then the listener names.
-    pub fn new(
-        action: ActionKind,
-        reason: &str,
-        listener_names: Option<&[String]>,
-    ) -> Result<Self, FieldError> {
+    /// Builds a request from its parts, checking the reason first, then the listener names (see
+    /// [`parse_listeners`] for unknown names).
+    pub fn new(action: ActionKind, reason: &str, listener_names: Option<&[String]>) -> DomainResult<Self> {
         let reason = Reason::parse(reason)?;
         let listeners = listener_names.map(|names| parse_listeners(action, names)).transpose()?;
         Ok(ActionRequest { action, reason, listeners })
     }
 
     /// Reads a request body `{ "reason": "…", "listeners": ["…"] }` (listeners optional, replay only).
-    pub fn from_body(action: ActionKind, body: Value) -> Result<Self, FieldError> {
+    pub fn from_body(action: ActionKind, body: Value) -> DomainResult<Self> {
         let mut body = match body {
             Value::Object(object) => object,
-            _ => return Err(FieldError::new("body", "must be a JSON object")),
+            _ => return Err(FieldError::new("body", "must be a JSON object").into()),
         };
         let raw_listeners = body.remove("listeners");
         let mut fields = Fields::new(Value::Object(body))?;
@@ -61,22 +58,28 @@ impl ActionRequest {
                     })
                     .collect::<Result<Vec<String>, FieldError>>()?,
             ),
-            Some(_) => return Err(FieldError::new("listeners", "must be an array of listener names")),
+            Some(_) => return Err(FieldError::new("listeners", "must be an array of listener names").into()),
         };
         let listeners = names.map(|names| parse_listeners(action, &names)).transpose()?;
         Ok(ActionRequest { action, reason, listeners })
     }
 }
 
-fn parse_listeners(action: ActionKind, names: &[String]) -> Result<Vec<Listener>, FieldError> {
+/// The named listeners of a replay. Names this build does not know are refused before anything is
+/// written: when ALL of them are unknown (a replay sent to a build older than the one it was written
+/// for, during a rolling deploy) it is [`DomainError::UnknownListeners`] (409, naming them); when some
+/// are known and some are not, it is a 422 on `listeners` naming the unknown ones — nothing is
+/// replayed, not even the known ones, so the operator resends exactly what they mean.
+fn parse_listeners(action: ActionKind, names: &[String]) -> DomainResult<Vec<Listener>> {
     if action != ActionKind::Replay {
-        return Err(FieldError::new("listeners", "only replay takes listeners"));
+        return Err(FieldError::new("listeners", "only replay takes listeners").into());
     }
     if names.is_empty() || names.len() > MAX_LISTENERS {
         return Err(FieldError::new(
             "listeners",
             format!("must name 1 to {MAX_LISTENERS} listeners (omit it to replay all of them)"),
-        ));
+        )
+        .into());
     }
     let mut parsed = Vec::with_capacity(names.len());
     let mut unknown: Vec<&str> = Vec::new();
@@ -93,10 +96,14 @@ fn parse_listeners(action: ActionKind, names: &[String]) -> Result<Vec<Listener>
     if !unknown.is_empty() {
         let shown: Vec<String> =
             unknown.iter().take(MAX_LISTENERS).map(|n| n.chars().take(64).collect()).collect();
+        if parsed.is_empty() {
+            return Err(DomainError::UnknownListeners(shown));
+        }
         return Err(FieldError::new(
             "listeners",
             format!("names listeners this build does not know: {}", shown.join(", ")),
-        ));
+        )
+        .into());
     }
     Ok(parsed)
 }
@@ -310,15 +317,24 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The field a refused request names (every refusal but the all-unknown replay is a field error).
+    fn field_of(error: DomainError) -> String {
+        match error {
+            DomainError::Invalid(field) => field.field,
+            DomainError::UnknownListeners(_) => "listeners (409)".into(),
+            other => panic!("{other}"),
+        }
+    }
+
     #[test]
     fn the_reason_is_checked_before_anything_else() {
         let error =
             ActionRequest::from_body(ActionKind::Retry, json!({"reason": " ", "listeners": 3})).unwrap_err();
-        assert_eq!(error.field, "reason");
+        assert_eq!(field_of(error), "reason");
         let error = ActionRequest::from_body(ActionKind::Discard, json!({})).unwrap_err();
-        assert_eq!(error.field, "reason");
+        assert_eq!(field_of(error), "reason");
         let error = ActionRequest::from_body(ActionKind::Discard, json!("why")).unwrap_err();
-        assert_eq!(error.field, "body");
+        assert_eq!(field_of(error), "body");
     }
 
     #[test]
@@ -331,22 +347,31 @@ mod tests {
         assert_eq!(ok.listeners, Some(vec![Listener::PatientReminder]));
         for body in [
             json!({"reason": "x", "listeners": []}),
-            json!({"reason": "x", "listeners": ["send_fax"]}),
+            json!({"reason": "x", "listeners": ["send_fax", "patient_reminder"]}),
             json!({"reason": "x", "listeners": [1]}),
             json!({"reason": "x", "listeners": "patient_reminder"}),
         ] {
             let error = ActionRequest::from_body(ActionKind::Replay, body).unwrap_err();
-            assert_eq!(error.field, "listeners");
+            assert_eq!(field_of(error), "listeners");
         }
+        let error = ActionRequest::from_body(
+            ActionKind::Replay,
+            json!({"reason": "x", "listeners": ["send_fax", "fax"]}),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&error, DomainError::UnknownListeners(names) if names == &["send_fax", "fax"]),
+            "{error}"
+        );
         let error = ActionRequest::from_body(
             ActionKind::Retry,
             json!({"reason": "x", "listeners": ["patient_reminder"]}),
         )
         .unwrap_err();
-        assert_eq!(error.field, "listeners");
+        assert_eq!(field_of(error), "listeners");
         let error =
             ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "force": true})).unwrap_err();
-        assert_eq!(error.field, "force");
+        assert_eq!(field_of(error), "force");
     }
 
     #[test]

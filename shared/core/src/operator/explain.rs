@@ -11,10 +11,11 @@
 //!   answers `None`, like a missing one. The causation chain stays inside that workspace.
 //! - Bounded: at most [`MAX_CHAIN`] ancestors, [`MAX_CAUSED`] caused events (depth
 //!   [`MAX_CAUSED_DEPTH`]), [`MAX_ROWS`] rows in any other section.
-//! - The outbox history is derived, not logged: the row's current status, attempts, last error code
-//!   and times, plus every operator action's status before and after. Claims, lease takeovers and
-//!   per-attempt error codes are lifecycle facts in the logs (target `clinic::outbox`), not rows — a
-//!   history table written at every mark would double the dispatcher's writes per event.
+//! - The outbox history is recorded: creation, every operator action's status before and after, the
+//!   last dispatch, and the rows of `outbox_history` (V11: every failure's error code with its time
+//!   and attempt, holds, burials, lease takeovers — written by a trigger whose WHEN clause keeps the
+//!   happy path free). Custody (each start, its settlement, restarts, stuck), rejections and the
+//!   history are read through [`super::trail`], one function each.
 
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -81,6 +82,8 @@ pub async fn explain(
         links(client, e).await?,
         outbox(client, e).await?,
         listener_paths(client, e).await?,
+        custody(client, e).await?,
+        rejections(client, e).await?,
         deliveries(client, e).await?,
         causes(client, e).await?,
         caused(client, e).await?,
@@ -137,20 +140,32 @@ async fn outbox(client: &impl GenericClient, e: &Envelope) -> DomainResult<Secti
         return Ok(gone);
     };
     let created: chrono::DateTime<chrono::Utc> = row.get(6);
-    let mut history = vec![json!({ "at": created, "status": "pending", "by": "append" })];
+    let mut history = vec![(created, json!({ "at": created, "status": "pending", "by": "append" }))];
     for change in sql::query(client, STATUS_CHANGES, &[&e.id, &MAX_ROWS]).await? {
-        history.push(json!({
-            "at": change.get::<_, chrono::DateTime<chrono::Utc>>(0),
-            "statusBefore": change.get::<_, String>(1),
-            "status": change.get::<_, String>(2),
-            "by": change.get::<_, String>(3),
-        }));
+        let at: chrono::DateTime<chrono::Utc> = change.get(0);
+        history.push((
+            at,
+            json!({
+                "at": at,
+                "statusBefore": change.get::<_, String>(1),
+                "status": change.get::<_, String>(2),
+                "by": change.get::<_, String>(3),
+            }),
+        ));
+    }
+    for entry in super::trail::history_of(client, e.id).await? {
+        let mut recorded = serde_json::to_value(&entry).unwrap_or(Value::Null);
+        if let Value::Object(object) = &mut recorded {
+            object.insert("by".into(), json!("dispatcher"));
+        }
+        history.push((entry.at, recorded));
     }
     let dispatched_at: Option<chrono::DateTime<chrono::Utc>> = row.get(5);
     if let Some(at) = dispatched_at {
-        history.push(json!({ "at": at, "status": "dispatched", "by": "dispatcher" }));
+        history.push((at, json!({ "at": at, "status": "dispatched", "by": "dispatcher" })));
     }
-    history.sort_by(|a, b| a["at"].as_str().cmp(&b["at"].as_str()));
+    history.sort_by_key(|(at, _)| *at);
+    let history: Vec<Value> = history.into_iter().map(|(_, entry)| entry).collect();
     let current = json!({
         "status": row.get::<_, String>(0),
         "attempts": row.get::<_, i32>(1),
@@ -163,23 +178,23 @@ async fn outbox(client: &impl GenericClient, e: &Envelope) -> DomainResult<Secti
         "claimedBy": row.get::<_, Option<String>>(8),
         "history": history,
     });
-    let mut answer = section("outbox", "event_outbox", vec![current]);
+    let mut answer = section("outbox", "event_outbox+outbox_history", vec![current]);
     answer.note = Some(
-        "history is derived (creation, operator actions, dispatch); claims, lease takeovers and per-attempt \
-         error codes are lifecycle log facts (target clinic::outbox)",
+        "history: creation, operator actions, the last dispatch, and the recorded failures (error code, \
+         time, attempt), holds (first of each code), burials and lease takeovers; plain claims and \
+         successful dispatches are not recorded one by one",
     );
     Ok(answer)
 }
 
-const STARTS: &str =
-    "SELECT listener, started_at, transport_message_id FROM listener_starts WHERE event_id = $1";
 const RECEIPTS: &str = "SELECT listener, received_at FROM listener_receipts WHERE event_id = $1";
 const PAUSES: &str = "SELECT listener FROM listener_pauses WHERE workspace_id = $1";
 
 /// The listener map + `listener_starts` + `listener_receipts` + `listener_pauses`: each routed
 /// listener's start, receipt, outcome and pause.
 async fn listener_paths(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
-    let starts = sql::query(client, STARTS, &[&e.id]).await?;
+    let starts = super::trail::custody_of(client, e.id).await?;
+    let rejected = super::trail::rejections_of(client, e.workspace_id, e.id).await?;
     let receipts = sql::query(client, RECEIPTS, &[&e.id]).await?;
     let paused: Vec<String> =
         sql::query(client, PAUSES, &[&e.workspace_id]).await?.iter().map(|row| row.get(0)).collect();
@@ -191,21 +206,24 @@ async fn listener_paths(client: &impl GenericClient, e: &Envelope) -> DomainResu
         .iter()
         .map(|listener| {
             let name = listener.as_str();
-            let start = starts.iter().find(|row| row.get::<_, &str>(0) == name);
+            let start = starts.iter().find(|start| start.listener == name);
+            let rejection = rejected.iter().rev().find(|r| r.listener == name);
             let receipt = receipts.iter().find(|row| row.get::<_, &str>(0) == name);
             let received_at: Option<chrono::DateTime<chrono::Utc>> = receipt.map(|row| row.get(1));
             // A fully successful attempt goes straight to `dispatched` without start rows.
             let started = start.is_some() || outbox_status.as_deref() == Some("dispatched");
-            let outcome = match (received_at.is_some(), started) {
-                (true, _) => "applied",
-                (false, true) => "awaiting_receipt",
-                (false, false) => "not_started",
+            let outcome = match (received_at.is_some(), rejection.is_some(), started) {
+                (true, _, _) => "applied",
+                (false, true, _) => "rejected",
+                (false, false, true) => "awaiting_receipt",
+                (false, false, false) => "not_started",
             };
             json!({
                 "listener": name,
                 "started": started,
-                "startedAt": start.map(|row| row.get::<_, chrono::DateTime<chrono::Utc>>(1)),
-                "transportMessageId": start.and_then(|row| row.get::<_, Option<String>>(2)),
+                "startedAt": start.map(|start| start.started_at),
+                "transportMessageId": start.and_then(|start| start.transport_message_id.clone()),
+                "rejectedReason": rejection.map(|r| r.reason.clone()),
                 "receivedAt": received_at,
                 "outcome": outcome,
                 "paused": paused.iter().any(|p| p == name),
@@ -215,9 +233,23 @@ async fn listener_paths(client: &impl GenericClient, e: &Envelope) -> DomainResu
     let mut answer = section("listeners", "listener_starts+listener_receipts", rows);
     answer.note = Some(
         "a receipt records that the listener committed (applied, stale or duplicate are not told apart on \
-         this build); rejections are not recorded on this build",
+         this build); rejected = a delivery was refused and no receipt is in (its latest reason shown)",
     );
     Ok(answer)
+}
+
+/// [`super::trail::custody_of`]: each listener start, settled by its receipt or not, restarts, stuck.
+async fn custody(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
+    let rows = super::trail::custody_of(client, e.id).await?;
+    let rows = rows.iter().map(|start| serde_json::to_value(start).unwrap_or(Value::Null)).collect();
+    Ok(section("custody", "listener_starts", rows))
+}
+
+/// [`super::trail::rejections_of`]: deliveries that claimed this event's id and were refused.
+async fn rejections(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
+    let rows = super::trail::rejections_of(client, e.workspace_id, e.id).await?;
+    let rows = rows.iter().map(|rejection| serde_json::to_value(rejection).unwrap_or(Value::Null)).collect();
+    Ok(section("rejections", "listener_rejections", rows))
 }
 
 const DELIVERIES: &str = "SELECT id, listener, recipient_kind, recipient_id, template, channel, status, \

@@ -37,6 +37,7 @@ pub mod explain;
 mod filter;
 pub mod pause;
 mod query;
+pub mod trail;
 
 use std::time::Duration;
 

@@ -242,6 +242,10 @@ pub struct Stats {
     /// How long the oldest due row has waited (see [`crate::metrics::oldest_pending_age_ms`]); 0
     /// when nothing is due.
     pub oldest_pending_age_ms: i64,
+    /// Age of the oldest dispatched event still missing a listener's receipt — the
+    /// `OldestUnsettledAgeMs` metric, read by the same function ([`crate::metrics::read_ages`]), so
+    /// it is deployment-wide even when the other figures are one workspace's. 0 when all are settled.
+    pub oldest_unsettled_age_ms: i64,
     /// `dead` rows by `last_error_code` (`none` when a row has no code).
     pub dead_by_error_code: BTreeMap<String, i64>,
 }
@@ -304,10 +308,12 @@ pub async fn stats(
             sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0)
         }
     };
+    let oldest_unsettled_age_ms = crate::metrics::read_ages(client).await?.oldest_unsettled_ms;
     Ok(Stats {
         by_status,
         dispatched_capped: dispatched >= DISPATCHED_COUNT_LIMIT,
         oldest_pending_age_ms,
+        oldest_unsettled_age_ms,
         dead_by_error_code,
     })
 }

@@ -83,3 +83,48 @@ async fn a_login_member_of_clinic_app_gets_them_and_a_lock_wait_ends() {
     owner.batch_execute(&format!("DROP ROLE {login}")).await.unwrap();
     result
 }
+
+/// V8's role settings do not reach a session that takes the role with `-c role=clinic_app` (tests,
+/// `clinic dev`); every pool session gets the timeouts from its startup options instead.
+#[tokio::test]
+async fn every_pool_session_has_the_timeouts_and_a_lock_wait_past_lock_timeout_fails() {
+    let db = clinic_testkit::fresh_db().await;
+    let pool = clinic_core::db::connect_pool(&db.url_for_role("clinic_app"), 2, None).unwrap();
+    let app = pool.get().await.unwrap();
+    let show = |name: &'static str| {
+        let app = &app;
+        async move { app.query_one(&format!("SHOW {name}"), &[]).await.unwrap().get::<_, String>(0) }
+    };
+    assert_eq!(show("statement_timeout").await, "10s");
+    assert_eq!(show("lock_timeout").await, "3s");
+    assert_eq!(show("idle_in_transaction_session_timeout").await, "15s");
+    let role: String = app.query_one("SELECT current_user::text", &[]).await.unwrap().get(0);
+    assert_eq!(role, "clinic_app");
+
+    // The owner holds a lock longer than lock_timeout; the pool session gives up after ~3 s.
+    let mut locker = db.client().await;
+    let tx = locker.transaction().await.unwrap();
+    tx.batch_execute("LOCK TABLE workspaces IN ACCESS EXCLUSIVE MODE").await.unwrap();
+    let began = Instant::now();
+    let error = app.query("SELECT count(*) FROM workspaces", &[]).await.unwrap_err();
+    let waited = began.elapsed();
+    tx.rollback().await.unwrap();
+    assert_eq!(error.code(), Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE), "{error}");
+    assert!(waited >= Duration::from_millis(2500) && waited < Duration::from_secs(15), "{waited:?}");
+}
+
+/// A URL's own options win over the defaults (`clinic chaos` sets its listeners' `lock_timeout`).
+#[tokio::test]
+async fn the_urls_own_options_override_the_defaults() {
+    let db = clinic_testkit::fresh_db().await;
+    let mut info = clinic_core::db::conninfo::ConnInfo::parse(&db.url_for_role("clinic_app")).unwrap();
+    let options = format!("{} -c lock_timeout=1234", info.get("options").unwrap_or_default());
+    info.set("options", &options);
+    let url = info.to_string();
+    let pool = clinic_core::db::connect_pool(&url, 1, None).unwrap();
+    let app = pool.get().await.unwrap();
+    let lock: String = app.query_one("SHOW lock_timeout", &[]).await.unwrap().get(0);
+    assert_eq!(lock, "1234ms");
+    let statement: String = app.query_one("SHOW statement_timeout", &[]).await.unwrap().get(0);
+    assert_eq!(statement, "10s");
+}

@@ -38,7 +38,18 @@ async fn explain_shows_the_whole_path_with_ids_and_codes_only_and_the_causation_
         body["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["envelope", "links", "outbox", "listeners", "deliveries", "causes", "caused", "actions"]
+        [
+            "envelope",
+            "links",
+            "outbox",
+            "listeners",
+            "custody",
+            "rejections",
+            "deliveries",
+            "causes",
+            "caused",
+            "actions"
+        ]
     );
     assert_eq!(section(body, "envelope")[0]["publishedName"], "clinic.appointment.created.v1");
     assert_eq!(section(body, "links").len(), 3, "appointment, patient and practitioner timelines");
@@ -214,6 +225,19 @@ async fn bulk_replay_can_name_listeners() {
         .await;
     assert_eq!(row.get::<_, String>(0), "pending");
     assert_eq!(row.get::<_, Option<Vec<String>>>(1), Some(vec!["practitioner_schedule_change".to_owned()]));
+}
+
+#[tokio::test]
+async fn a_bulk_replay_naming_only_unknown_listeners_is_refused_with_409_and_changes_nothing() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await;
+    let body = json!({"reason": "newer build", "filter": {}, "listeners": ["send_fax"]});
+    let response = admin_post(&scene, "/v1/system/outbox/bulk/replay", body).await;
+    assert_eq!(response.status, 409, "{}", response.text);
+    assert_eq!(response.body["field"], "listeners");
+    assert!(response.body["detail"].as_str().unwrap().contains("send_fax"), "{}", response.text);
+    assert_eq!(scene.app.count("SELECT 1 FROM operator_actions").await, 0);
+    assert_eq!(scene.app.count("SELECT 1 FROM event_outbox WHERE status <> 'dispatched'").await, 0);
 }
 
 #[tokio::test]

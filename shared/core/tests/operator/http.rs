@@ -160,10 +160,30 @@ async fn a_missing_or_blank_reason_is_rejected_before_the_status_is_considered()
     let admin = scene.app.workspace.admin.clone();
     let no_body = scene.app.call("POST", &action_path(scene.created, "discard"), Some(&admin), None).await;
     assert_eq!(no_body.status, 422, "{}", no_body.text);
-    let bad_listener =
-        act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["send_fax"]})).await;
-    assert_eq!(bad_listener.status, 422);
-    assert_eq!(bad_listener.body["field"], "listeners");
+    // Only listeners this build does not know (a rolling deploy): 409 naming them.
+    let unknown_only = act(
+        &scene,
+        scene.created,
+        "replay",
+        json!({"reason": "x", "listeners": ["send_fax", "page_doctor"]}),
+    )
+    .await;
+    assert_eq!(unknown_only.status, 409, "{}", unknown_only.text);
+    assert_eq!(unknown_only.body["field"], "listeners");
+    assert_eq!(unknown_only.body["type"].as_str().map(|t| t.ends_with("unknown-listeners")), Some(true));
+    let detail = unknown_only.body["detail"].as_str().unwrap();
+    assert!(detail.contains("send_fax") && detail.contains("page_doctor"), "{detail}");
+    // Some known, some unknown: 422 naming the unknown ones, nothing replayed.
+    let mixed = act(
+        &scene,
+        scene.created,
+        "replay",
+        json!({"reason": "x", "listeners": ["patient_booking_confirmation", "send_fax"]}),
+    )
+    .await;
+    assert_eq!(mixed.status, 422, "{}", mixed.text);
+    assert_eq!(mixed.body["field"], "listeners");
+    assert!(mixed.text.contains("send_fax") && !mixed.body["detail"].to_string().contains("patient_booking"));
     let not_routed =
         act(&scene, scene.created, "replay", json!({"reason": "x", "listeners": ["patient_reminder"]})).await;
     assert_eq!(not_routed.status, 422, "{}", not_routed.text);

@@ -4,6 +4,7 @@
 mod console;
 mod custody_http;
 mod disclosures;
+mod explain_trail;
 mod http;
 mod queries;
 mod reminders;

@@ -92,3 +92,28 @@ async fn the_time_to_live_is_configurable_and_bounded() {
     std::env::remove_var("CLINIC_IDEMPOTENCY_TTL_HOURS");
     assert_eq!(RetentionConfig::from_env().unwrap().idempotency_ttl, Duration::from_secs(7 * 24 * 3600));
 }
+
+/// Recorded listener rejections (V11) are bounded: rows older than their retention go, in batches,
+/// run by the app role; younger ones stay.
+#[tokio::test]
+async fn old_listener_rejections_are_swept_and_recent_ones_stay() {
+    let app = TestApp::new().await;
+    let owner = app.db.client().await;
+    owner
+        .batch_execute(
+            "INSERT INTO listener_rejections (id, event_id, workspace_id, listener, reason, transport, rejected_at) \
+             SELECT gen_random_uuid(), gen_random_uuid(), gen_random_uuid(), 'patient_reminder', 'unknown_event', \
+                    'sqs', now() - (g * interval '1 day') FROM generate_series(0, 4) AS g",
+        )
+        .await
+        .unwrap();
+    let config = RetentionConfig {
+        rejection_retention: Duration::from_secs(36 * 3600),
+        batch: 2,
+        ..RetentionConfig::default()
+    };
+    let report = sweep(&app.state.pool, &config, Utc::now()).await.unwrap();
+    assert!(report.complete, "{report:?}");
+    assert_eq!(report.listener_rejections, 3, "2, 3 and 4 days old: {report:?}");
+    assert_eq!(app.count("SELECT 1 FROM listener_rejections").await, 2);
+}

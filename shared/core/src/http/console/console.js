@@ -60,9 +60,13 @@ async function loadOverview() {
   });
   const ages = $('ages');
   ages.replaceChildren();
-  for (const [label, value] of [['Oldest due row waiting (ms)', o.oldestPendingAgeMs], ['Oldest live row age (ms)', o.oldestLiveAgeMs]]) {
+  for (const [label, value, id] of [
+    ['Oldest due row waiting (ms)', o.oldestPendingAgeMs, 'age-pending'],
+    ['Oldest live row age (ms)', o.oldestLiveAgeMs, 'age-live'],
+    ['Oldest unsettled event age, all workspaces (ms)', o.oldestUnsettledAgeMs, 'age-unsettled'],
+  ]) {
     const dt = document.createElement('dt'); dt.textContent = label;
-    const dd = document.createElement('dd'); dd.textContent = String(value);
+    const dd = document.createElement('dd'); dd.textContent = String(value); dd.id = id;
     ages.append(dt, dd);
   }
   fill($('dead-codes').tBodies[0], Object.entries(o.deadByErrorCode), (tr, [code, n]) => {

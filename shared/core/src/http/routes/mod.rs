@@ -12,6 +12,7 @@ pub mod outbox;
 pub mod patients;
 pub mod practitioners;
 pub mod recovery;
+pub mod rejections;
 pub mod timelines;
 
 use std::str::FromStr;

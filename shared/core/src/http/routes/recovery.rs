@@ -57,14 +57,14 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
 }
 
 /// Splits a bulk body into its filter, dry-run flag and limit, leaving the action's own fields.
-fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldError> {
+fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, DomainError> {
     let Value::Object(mut body) = body else {
-        return Err(FieldError::new("body", "must be a JSON object"));
+        return Err(FieldError::new("body", "must be a JSON object").into());
     };
     let dry_run = match body.remove("dryRun") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(flag)) => flag,
-        Some(_) => return Err(FieldError::new("dryRun", "must be true or false")),
+        Some(_) => return Err(FieldError::new("dryRun", "must be true or false").into()),
     };
     let limit = match body.remove("limit") {
         None | Some(Value::Null) => 1_000,
@@ -77,7 +77,7 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
     let filter = match body.remove("filter") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(filter)) => filter,
-        Some(_) => return Err(FieldError::new("filter", "must be an object")),
+        Some(_) => return Err(FieldError::new("filter", "must be an object").into()),
     };
     // The reason first (the contract: a missing reason answers before anything else is considered).
     let action = ActionRequest::from_body(action, Value::Object(body))?;
@@ -85,10 +85,10 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, FieldErr
         &["status", "eventType", "olderThan", "listener", "errorCode", "from", "to", "resourceId"];
     for (key, value) in &filter {
         if !KNOWN.contains(&key.as_str()) {
-            return Err(FieldError::new(format!("filter.{key}"), "is not a filter"));
+            return Err(FieldError::new(format!("filter.{key}"), "is not a filter").into());
         }
         if !value.is_string() {
-            return Err(FieldError::new(format!("filter.{key}"), "must be a string"));
+            return Err(FieldError::new(format!("filter.{key}"), "must be a string").into());
         }
     }
     let filter = OutboxFilter::parse(|field| filter.get(field).and_then(Value::as_str).map(str::to_owned))
