@@ -1,4 +1,4 @@
-//! The record of rejected deliveries (`listener_rejections`, V11): what [`super::pointer`] refused,
+//! The record of rejected deliveries (`listener_rejections`, V10): what [`super::pointer`] refused,
 //! kept so that operators can see it (`explain`, `GET /v1/system/rejections`, `clinic rejections`).
 //!
 //! Invariants:

@@ -12,7 +12,7 @@
 //! - Bounded: at most [`MAX_CHAIN`] ancestors, [`MAX_CAUSED`] caused events (depth
 //!   [`MAX_CAUSED_DEPTH`]), [`MAX_ROWS`] rows in any other section.
 //! - The outbox history is recorded: creation, every operator action's status before and after, the
-//!   last dispatch, and the rows of `outbox_history` (V11: every failure's error code with its time
+//!   last dispatch, and the rows of `outbox_history` (V10: every failure's error code with its time
 //!   and attempt, holds, burials, lease takeovers — written by a trigger whose WHEN clause keeps the
 //!   happy path free). Custody (each start, its settlement, restarts, stuck), rejections and the
 //!   history are read through [`super::trail`], one function each.

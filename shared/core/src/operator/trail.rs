@@ -56,7 +56,7 @@ pub async fn custody_of(
 }
 
 /// The recorded rejections of deliveries that claimed `event_id`, filed under `workspace`, oldest
-/// first (`listener_rejections`, V11).
+/// first (`listener_rejections`, V10).
 pub async fn rejections_of(
     client: &impl GenericClient,
     workspace: WorkspaceId,
@@ -70,7 +70,7 @@ pub async fn rejections_of(
     Ok(newest_first)
 }
 
-/// One recorded transition of an outbox row (V11's trigger): a failure, a hold, a burial, a lease
+/// One recorded transition of an outbox row (V10's trigger): a failure, a hold, a burial, a lease
 /// takeover.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -90,7 +90,7 @@ pub struct HistoryEntry {
 const HISTORY: &str = "SELECT at, kind, status_before, status_after, attempt, error_code, claimed_by, \
      previous_claimed_by FROM outbox_history WHERE event_id = $1 ORDER BY at, id LIMIT $2";
 
-/// The recorded history of `event_id`'s outbox row (`outbox_history`, V11), oldest first.
+/// The recorded history of `event_id`'s outbox row (`outbox_history`, V10), oldest first.
 pub async fn history_of(
     client: &impl GenericClient,
     event_id: EventId,

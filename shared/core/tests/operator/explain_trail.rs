@@ -1,4 +1,4 @@
-//! The recorded trail in explain (task H3): the outbox row's history written by V11's trigger
+//! The recorded trail in explain (issue #17): the outbox row's history written by V10's trigger
 //! (failures with code, time and attempt; holds; lease takeovers — never the happy path), custody per
 //! listener start, recorded listener rejections (also listed by `GET /v1/system/rejections`), and the
 //! oldest unsettled age beside the oldest live one in the overview.

@@ -93,7 +93,7 @@ async fn the_time_to_live_is_configurable_and_bounded() {
     assert_eq!(RetentionConfig::from_env().unwrap().idempotency_ttl, Duration::from_secs(7 * 24 * 3600));
 }
 
-/// Recorded listener rejections (V11) are bounded: rows older than their retention go, in batches,
+/// Recorded listener rejections (V10) are bounded: rows older than their retention go, in batches,
 /// run by the app role; younger ones stay.
 #[tokio::test]
 async fn old_listener_rejections_are_swept_and_recent_ones_stay() {
