@@ -190,6 +190,7 @@ async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<Liste
             actor: Actor::System,
             correlation_id: env.correlation_id,
             causation_id: env.id.into(),
+            idempotency_key: None,
         },
     };
     let patient_id = PatientId::from_ulid(env.resource_id);
