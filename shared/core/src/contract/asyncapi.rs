@@ -90,7 +90,7 @@ fn listener_channel(listener: Listener) -> Value {
                         "maxReceiveCount": 5,
                     },
                 },
-                "bindingVersion": "0.3.0",
+                "bindingVersion": "0.2.0",
             },
             "amqp": {
                 "is": "queue",

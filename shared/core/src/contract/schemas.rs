@@ -15,7 +15,22 @@ use crate::events::{Envelope, EventType};
 
 fn generate<T: schemars::JsonSchema>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
-    generator.into_root_schema_for::<T>().to_value()
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    strip_defaults(&mut schema);
+    schema
+}
+
+/// Drops `default` annotations: they describe how an older message is read (serde's defaults for
+/// fields added later), not values a consumer may rely on.
+fn strip_defaults(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("default");
+            map.values_mut().for_each(strip_defaults);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_defaults),
+        _ => {}
+    }
 }
 
 /// The schema of `version` of `event_type`'s envelope (the CloudEvent's `data`).
