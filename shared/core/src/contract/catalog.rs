@@ -64,14 +64,23 @@ pub const PIPELINE_TESTS: &[(&str, &str)] = &[
         "shared/core/tests/pipeline/dispatch_local.rs",
         "failing_transport_retries_with_growing_delays_then_goes_dead_keeping_the_error",
     ),
-    ("shared/core/tests/pipeline/dispatch_local.rs", "two_dispatchers_racing_over_1000_events_start_every_listener_once"),
+    (
+        "shared/core/tests/pipeline/dispatch_local.rs",
+        "two_dispatchers_racing_over_1000_events_start_every_listener_once",
+    ),
     ("shared/core/tests/pipeline/outages.rs", "an_outage_twenty_times_the_retry_budget_buries_nothing"),
     (
         "shared/core/tests/pipeline/custody.rs",
         "a_start_the_broker_lost_is_restarted_under_the_same_identity_and_takes_effect_once",
     ),
-    ("functions/listener/tests/lambda/handler.rs", "a_retryable_failure_is_reported_and_a_redelivery_then_succeeds"),
-    ("shared/sqs/tests/emulator/sqs_transport.rs", "fifo_queues_get_the_resource_as_group_and_event_listener_as_dedup_id"),
+    (
+        "functions/listener/tests/lambda/handler.rs",
+        "a_retryable_failure_is_reported_and_a_redelivery_then_succeeds",
+    ),
+    (
+        "shared/sqs/tests/emulator/sqs_transport.rs",
+        "fifo_queues_get_the_resource_as_group_and_event_listener_as_dedup_id",
+    ),
 ];
 
 /// Tests of one listener's own retry or idempotency (beyond [`PIPELINE_TESTS`]).
@@ -145,9 +154,10 @@ pub fn markdown() -> String {
         let _ = writeln!(out, "## `{}` — `{}`\n", event_type.as_str(), event_type.published_name(version));
         let _ = writeln!(out, "- Schema: `{}`", super::schema_path(*event_type, version));
         let _ = writeln!(out, "- Producer: `{}`", event_type.producer());
-        let route = emission
-            .route
-            .map_or_else(|| "none".to_owned(), |(method, path)| format!("`{} {path}`", method.to_uppercase()));
+        let route = emission.route.map_or_else(
+            || "none".to_owned(),
+            |(method, path)| format!("`{} {path}`", method.to_uppercase()),
+        );
         let _ = writeln!(out, "- Emitted by: `{}`, route {route}", emission.mutation);
         if !emission.also.is_empty() {
             let _ = writeln!(out, "- Also emitted by: {}", emission.also);
@@ -165,8 +175,11 @@ pub fn markdown() -> String {
             let _ = writeln!(out, "- Listeners: {} (one queue each)", names.join(", "));
         }
         let _ = writeln!(out, "- Ordering key: the {} id", event_type.resource_type().as_str());
-        let producer_dedupe =
-            if emission.route.is_some() { "`Idempotency-Key` on the route" } else { "one per appointment (reminder claim)" };
+        let producer_dedupe = if emission.route.is_some() {
+            "`Idempotency-Key` on the route"
+        } else {
+            "one per appointment (reminder claim)"
+        };
         let _ = writeln!(out, "- Idempotency: {producer_dedupe}; consumers: `{{eventId}}:{{listener}}`");
         let dead = if routed.is_empty() {
             "nothing is started: the outbox row is dispatched at once"

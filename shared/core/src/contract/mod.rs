@@ -161,8 +161,10 @@ mod tests {
 
     #[test]
     fn the_schema_base_is_validated() {
-        assert_eq!(dataschema(EventType::PatientCreated, 1).rsplit_once("/schemas/").unwrap().1,
-            "events/patient.created/v1.json");
+        assert_eq!(
+            dataschema(EventType::PatientCreated, 1).rsplit_once("/schemas/").unwrap().1,
+            "events/patient.created/v1.json"
+        );
         assert!(artifact("schemas/events/appointment.created/v1.json").is_some());
         assert!(artifact("schemas/events/appointment.exploded/v1.json").is_none());
     }

@@ -45,9 +45,11 @@ pub fn event_schema(event_type: EventType, version: i32) -> Value {
     ));
     let properties = &mut schema["properties"];
     properties["type"] = json!({ "const": event_type.as_str(), "description": "The short event type" });
-    properties["version"] = json!({ "const": version, "description": "The version of this event type's schema" });
+    properties["version"] =
+        json!({ "const": version, "description": "The version of this event type's schema" });
     properties["resourceType"] = json!({ "const": event_type.resource_type().as_str() });
-    properties["publishedName"] = json!({ "const": published, "description": "The published name (the CloudEvents `type`)" });
+    properties["publishedName"] =
+        json!({ "const": published, "description": "The published name (the CloudEvents `type`)" });
     let fields = event_type.changeable_fields();
     if let Value::Object(properties) = properties {
         if fields.is_empty() {

@@ -179,7 +179,10 @@ mod tests {
         assert_eq!(json["datacontenttype"], "application/json");
         assert_eq!(json["tenantid"], env.workspace_id.to_string());
         assert_eq!(json["dataschema"], crate::contract::dataschema(EventType::AppointmentCreated, 1));
-        assert!(json["dataschema"].as_str().unwrap().ends_with("/schemas/events/appointment.created/v1.json"));
+        assert!(json["dataschema"]
+            .as_str()
+            .unwrap()
+            .ends_with("/schemas/events/appointment.created/v1.json"));
         let (listener, back) = parse_message(&body).unwrap();
         assert_eq!(listener, Listener::PatientBookingConfirmation);
         assert_eq!(back, env);

@@ -86,8 +86,8 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
     use routes::{
-        appointments, console, contract, deliveries, health, lists, notifications, outbox, patients, practitioners,
-        recovery, timelines,
+        appointments, console, contract, deliveries, health, lists, notifications, outbox, patients,
+        practitioners, recovery, timelines,
     };
     Router::new()
         .route("/healthz", get(health::healthz))

@@ -49,7 +49,9 @@ async fn every_catalog_type_is_emitted_by_its_documented_route() {
             let soon = app.book(&admin, &patient, &practitioner, &at(2), &at(3)).await;
             let id = soon["id"].as_str().unwrap();
             let lead = std::time::Duration::from_secs(24 * 3600);
-            clinic_core::housekeeping::reminders::run(&app.db.pool, lead, Utc::now()).await.expect("reminders");
+            clinic_core::housekeeping::reminders::run(&app.db.pool, lead, Utc::now())
+                .await
+                .expect("reminders");
             assert!(types_about(&app, id).await.contains(&event_type.as_str().to_owned()), "{event_type}");
             continue;
         };
@@ -63,7 +65,8 @@ async fn every_catalog_type_is_emitted_by_its_documented_route() {
                 (format!("/v1/patients/{id}"), json!({"email": "ada@example.test"}), Some(id.to_owned()))
             }
             ("delete", "/v1/patients/{id}") => {
-                let gone = app.create_patient(&admin, json!({"givenName": "Gone", "familyName": "Soon"})).await;
+                let gone =
+                    app.create_patient(&admin, json!({"givenName": "Gone", "familyName": "Soon"})).await;
                 let id = gone["id"].as_str().unwrap().to_owned();
                 (format!("/v1/patients/{id}"), Value::Null, Some(id))
             }
@@ -99,7 +102,11 @@ async fn every_catalog_type_is_emitted_by_its_documented_route() {
         assert!(response.status.is_success(), "{event_type} via {method} {path}: {}", response.text);
         let about = about.unwrap_or_else(|| response.body["id"].as_str().expect("the created id").to_owned());
         let types = types_about(&app, &about).await;
-        assert_eq!(types.last().map(String::as_str), Some(event_type.as_str()), "{method} {path} emitted {types:?}");
+        assert_eq!(
+            types.last().map(String::as_str),
+            Some(event_type.as_str()),
+            "{method} {path} emitted {types:?}"
+        );
     }
 }
 
@@ -138,7 +145,10 @@ async fn envelopes_carry_the_contract_fields() {
     let theirs_id = theirs["id"].as_str().unwrap();
     let path = format!("/v1/patients/{theirs_id}");
     let body = Some(json!({"email": "b@example.test"}));
-    assert_eq!(app.call_with("PATCH", &path, Some(&other.admin), body, &[("idempotency-key", key)]).await.status, 200);
+    assert_eq!(
+        app.call_with("PATCH", &path, Some(&other.admin), body, &[("idempotency-key", key)]).await.status,
+        200
+    );
     let their_timeline = app.call("GET", &format!("{path}/timeline"), Some(&other.admin), None).await;
     assert_ne!(their_timeline.body["items"][0]["idempotencyKey"], updated["idempotencyKey"]);
 
@@ -148,7 +158,8 @@ async fn envelopes_carry_the_contract_fields() {
     assert_eq!(dataschema, contract::dataschema(EventType::PatientCreated, 1));
 
     // The dataschema resolves through the API (no token) to the schema the envelope validates against.
-    let served_path = format!("/{}", dataschema.split_once("/schemas/").map(|(_, p)| format!("schemas/{p}")).unwrap());
+    let served_path =
+        format!("/{}", dataschema.split_once("/schemas/").map(|(_, p)| format!("schemas/{p}")).unwrap());
     let schema = app.call("GET", &served_path, None, None).await;
     assert_eq!(schema.status, 200, "{served_path}");
     assert_eq!(schema.body["properties"]["type"]["const"], "patient.created");
@@ -161,7 +172,8 @@ async fn envelopes_carry_the_contract_fields() {
     let moved = json!({"startsAt": starts, "endsAt": later});
     let path = format!("/v1/appointments/{appointment}/reschedule");
     assert_eq!(app.call("POST", &path, Some(&admin), Some(moved)).await.status, 200);
-    let timeline = app.call("GET", &format!("/v1/appointments/{appointment}/timeline"), Some(&admin), None).await;
+    let timeline =
+        app.call("GET", &format!("/v1/appointments/{appointment}/timeline"), Some(&admin), None).await;
     assert_eq!(timeline.body["items"][0]["changedFields"], json!(["endsAt"]));
 }
 
@@ -169,13 +181,16 @@ async fn envelopes_carry_the_contract_fields() {
 async fn the_contract_documents_are_served_without_authentication() {
     let app = TestApp::new().await;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for path in ["schemas/events/appointment.created/v1.json", "schemas/cloudevent/v1.json", "asyncapi.yaml"] {
+    for path in ["schemas/events/appointment.created/v1.json", "schemas/cloudevent/v1.json", "asyncapi.yaml"]
+    {
         let served = app.call("GET", &format!("/{path}"), None, None).await;
         assert_eq!(served.status, 200, "{path}");
         let file = std::fs::read_to_string(root.join(path)).unwrap();
         assert_eq!(served.text, file, "/{path} serves the checked-in {path}");
     }
-    for missing in ["/schemas/events/appointment.exploded/v1.json", "/schemas/events/appointment.created/v9.json"] {
+    for missing in
+        ["/schemas/events/appointment.exploded/v1.json", "/schemas/events/appointment.created/v9.json"]
+    {
         let response = app.call("GET", missing, None, None).await;
         assert_eq!(response.status, 404, "{missing}");
         assert_eq!(response.header("content-type"), Some("application/problem+json"));

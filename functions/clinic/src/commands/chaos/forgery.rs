@@ -30,8 +30,10 @@ async fn forgeries(client: &tokio_postgres::Client, count: usize) -> anyhow::Res
          WHERE e.type = 'appointment.created' AND a.status = 'booked' ORDER BY e.recorded_at DESC LIMIT 50"
     );
     let rows = client.query(&query, &[]).await.context("reading bookings to forge")?;
-    let booked: Vec<(Envelope, uuid::Uuid)> =
-        rows.iter().filter_map(|row| Some((envelope_from_row(row, 0).ok()?, row.get(ENVELOPE_COLUMN_COUNT)))).collect();
+    let booked: Vec<(Envelope, uuid::Uuid)> = rows
+        .iter()
+        .filter_map(|row| Some((envelope_from_row(row, 0).ok()?, row.get(ENVELOPE_COLUMN_COUNT))))
+        .collect();
     anyhow::ensure!(booked.len() >= 2, "too few bookings to forge messages from");
     let mut forged = Vec::with_capacity(count);
     for index in 0..count {
