@@ -119,7 +119,7 @@ impl<'a> Delivery<'a> {
 #[derive(Debug)]
 pub(super) enum Checked {
     /// The receipt was inserted: run the work with the stored envelope, then commit.
-    Fresh(Envelope),
+    Fresh(Box<Envelope>),
     /// The receipt existed: an earlier delivery did the work.
     Duplicate,
 }
@@ -171,7 +171,7 @@ pub(super) async fn check_and_receipt(tx: &Tx<'_>, delivery: &Delivery<'_>) -> R
     if let Some(rejection) = mismatch(claim, &stored, delivery.source) {
         return Err(Rejected::Rejection(rejection));
     }
-    Ok(if inserted == 1 { Checked::Fresh(stored) } else { Checked::Duplicate })
+    Ok(if inserted == 1 { Checked::Fresh(Box::new(stored)) } else { Checked::Duplicate })
 }
 
 /// The first attribute of `claim` that disagrees with `stored` (ids are compared as the database

@@ -42,7 +42,7 @@ pub async fn deliver(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let stored = match pointer::check_and_receipt(&tx, delivery).await {
-        Ok(Checked::Fresh(stored)) => stored,
+        Ok(Checked::Fresh(stored)) => *stored,
         Ok(Checked::Duplicate) => {
             tx.rollback().await?;
             return Ok(ListenerOutcome::Duplicate);
