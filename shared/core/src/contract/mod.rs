@@ -34,7 +34,11 @@ pub const DEFAULT_SCHEMA_BASE_URL: &str = "http://127.0.0.1:3000";
 /// dropped), or the default. Entry points that publish events call it at start-up, so a bad value
 /// stops them with an error naming the variable.
 pub fn schema_base_from_env() -> Result<String, ConfigError> {
-    let Some(value) = crate::config::var("CLINIC_SCHEMA_BASE_URL") else {
+    parse_schema_base(crate::config::var("CLINIC_SCHEMA_BASE_URL"))
+}
+
+fn parse_schema_base(value: Option<String>) -> Result<String, ConfigError> {
+    let Some(value) = value else {
         return Ok(DEFAULT_SCHEMA_BASE_URL.into());
     };
     let base = value.trim().trim_end_matches('/');
@@ -156,6 +160,16 @@ mod tests {
                 );
                 assert!(generated.contains(&path), "{path} is checked in but no longer generated");
             }
+        }
+    }
+
+    #[test]
+    fn the_schema_base_url_is_parsed_strictly() {
+        assert_eq!(parse_schema_base(None).unwrap(), DEFAULT_SCHEMA_BASE_URL);
+        let api = Some("https://abc.execute-api.eu-central-1.amazonaws.com/".to_owned());
+        assert_eq!(parse_schema_base(api).unwrap(), "https://abc.execute-api.eu-central-1.amazonaws.com");
+        for bad in ["ftp://x", "https://", "example.org", "https://x/?q=1", "https://x/#f"] {
+            assert!(parse_schema_base(Some(bad.into())).is_err(), "{bad}");
         }
     }
 
