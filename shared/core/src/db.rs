@@ -164,6 +164,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator_history",
         sql: include_str!("../../../migrations/V10__operator_history.sql"),
     },
+    Migration {
+        version: 11,
+        name: "event_contract",
+        sql: include_str!("../../../migrations/V11__event_contract.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -39,6 +39,32 @@ pub fn parse_ulid(text: &str) -> Result<Ulid, InvalidId> {
     Ulid::from_string(text).map_err(|_| InvalidId)
 }
 
+/// The JSON Schema of every id: a 26-character Crockford base-32 ULID string.
+pub fn ulid_schema() -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": "^[0-7][0-9A-HJKMNP-TV-Z]{25}$",
+        "description": "A ULID: 26 characters of Crockford base 32",
+    })
+}
+
+/// Use with `#[schemars(with = "crate::ids::UlidSchema")]` on a bare `Ulid` field.
+pub struct UlidSchema;
+
+impl schemars::JsonSchema for UlidSchema {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Ulid".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        ulid_schema()
+    }
+}
+
 macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -91,6 +117,20 @@ macro_rules! typed_id {
             fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
                 let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
                 text.parse().map_err(|_| serde::de::Error::custom("not a valid ULID"))
+            }
+        }
+
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                "Ulid".into()
+            }
+
+            fn inline_schema() -> bool {
+                true
+            }
+
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                ulid_schema()
             }
         }
 
@@ -176,9 +216,9 @@ typed_id!(
 );
 
 /// The id of whatever caused an event: a request or another event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(transparent)]
-pub struct CausationId(pub Ulid);
+pub struct CausationId(#[schemars(with = "UlidSchema")] pub Ulid);
 
 impl From<RequestId> for CausationId {
     fn from(id: RequestId) -> Self {

@@ -6,6 +6,7 @@
 pub mod appointments;
 pub mod config;
 pub mod context;
+pub mod contract;
 pub mod db;
 pub mod delivery;
 pub mod disclosures;

@@ -59,7 +59,10 @@ pub struct SqsConfig {
 }
 
 impl SqsConfig {
+    /// Also checks `CLINIC_SCHEMA_BASE_URL` (the base of every message's `dataschema`), so a bad
+    /// value stops start-up.
     pub fn from_env() -> Result<Self, ConfigError> {
+        clinic_core::contract::schema_base_from_env()?;
         Ok(Self {
             queues: QueueMap::from_env()?,
             source_prefix: var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into()),

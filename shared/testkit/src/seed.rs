@@ -20,6 +20,7 @@ pub fn system_ctx(workspace_id: WorkspaceId) -> Ctx {
             actor: Actor::System,
             correlation_id: CorrelationId::generate(),
             causation_id: RequestId::generate().into(),
+            idempotency_key: None,
         },
     }
 }

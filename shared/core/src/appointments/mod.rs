@@ -29,6 +29,7 @@ use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Reason, TimeSlot};
 use crate::error::{DomainError, DomainResult};
+use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
@@ -257,11 +258,14 @@ async fn save(
     ctx: &Ctx,
     mut appointment: Appointment,
     event_type: EventType,
+    changed: Option<Vec<&'static str>>,
 ) -> DomainResult<(Appointment, Envelope)> {
     appointment.version += 1;
     appointment.updated_at = crate::domain::values::now();
     repo::update(tx, &appointment).await.map_err(map_double_booking)?;
-    let event = append(tx, &ctx.cause, appointment_event(event_type, &appointment)).await?;
+    let mut event = appointment_event(event_type, &appointment);
+    event.changed_fields = changed;
+    let event = append(tx, &ctx.cause, event).await?;
     Ok((appointment, event))
 }
 
@@ -273,9 +277,13 @@ pub async fn reschedule(
 ) -> DomainResult<(Appointment, Envelope)> {
     let mut appointment =
         lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "reschedule").await?;
+    let fields = changed_fields(&[
+        ("startsAt", appointment.starts_at != command.slot.starts_at()),
+        ("endsAt", appointment.ends_at != command.slot.ends_at()),
+    ]);
     appointment.starts_at = command.slot.starts_at();
     appointment.ends_at = command.slot.ends_at();
-    let changed = save(tx, ctx, appointment, EventType::AppointmentRescheduled).await?;
+    let changed = save(tx, ctx, appointment, EventType::AppointmentRescheduled, Some(fields)).await?;
     disclose(tx, ctx, &changed.0, disclosure_routes::RESCHEDULE_APPOINTMENT).await?;
     Ok(changed)
 }
@@ -301,7 +309,7 @@ pub async fn cancel(
     let mut appointment = lock_for_change(tx, ctx, access, id, command.expected_version, "cancel").await?;
     appointment.status = AppointmentStatus::Cancelled;
     appointment.cancellation_reason = command.reason.map(Reason::into_string);
-    let changed = save(tx, ctx, appointment, EventType::AppointmentCancelled).await?;
+    let changed = save(tx, ctx, appointment, EventType::AppointmentCancelled, None).await?;
     disclose(tx, ctx, &changed.0, disclosure_routes::CANCEL_APPOINTMENT).await?;
     Ok(changed)
 }
@@ -315,7 +323,7 @@ pub async fn complete(
     let mut appointment =
         lock_for_change(tx, ctx, Access::Workspace, id, command.expected_version, "complete").await?;
     appointment.status = AppointmentStatus::Completed;
-    let changed = save(tx, ctx, appointment, EventType::AppointmentCompleted).await?;
+    let changed = save(tx, ctx, appointment, EventType::AppointmentCompleted, None).await?;
     disclose(tx, ctx, &changed.0, disclosure_routes::COMPLETE_APPOINTMENT).await?;
     Ok(changed)
 }
@@ -332,7 +340,7 @@ pub async fn cancel_future_of_patient(
     for mut appointment in repo::lock_booked_of_patient_after(tx, ctx.workspace_id, patient_id, after).await?
     {
         appointment.status = AppointmentStatus::Cancelled;
-        let (_, event) = save(tx, ctx, appointment, EventType::AppointmentCancelled).await?;
+        let (_, event) = save(tx, ctx, appointment, EventType::AppointmentCancelled, None).await?;
         events.push(event);
     }
     Ok(events)
@@ -350,5 +358,6 @@ pub fn appointment_event(event_type: EventType, appointment: &Appointment) -> Ne
             (ResourceType::Patient, appointment.patient_id.ulid()),
             (ResourceType::Practitioner, appointment.practitioner_id.ulid()),
         ],
+        changed_fields: None,
     }
 }

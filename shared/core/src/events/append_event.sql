@@ -3,8 +3,9 @@
 -- constant `events::store::OUTBOX_CHANNEL` (the one place its name is written).
 WITH event AS (
     INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at,
-                        resource_type, resource_id, resource_version, correlation_id, causation_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+                        resource_type, resource_id, resource_version, correlation_id, causation_id,
+                        changed_fields, idempotency_key_digest)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $16, $17)
     RETURNING id, recorded_at
 ), links AS (
     INSERT INTO event_resources (workspace_id, resource_type, resource_id, event_id)

@@ -6,7 +6,14 @@
 //! - An [`Envelope`] carries identifiers only. It has no field that could hold a name, contact detail,
 //!   reason or token, so an event cannot leak health data by construction.
 //! - [`store::append`] is the only writer of `events`, `event_resources` and `event_outbox`.
+//! - The envelope only grows (DESIGN §4a): fields are added, never removed, renamed or retyped, and a
+//!   field added after the first release is optional on input, so a consumer built before it reads a
+//!   newer envelope (unknown fields are ignored) and a newer consumer reads an older one. A breaking
+//!   change is a new event version; the gate in tests/run (tests/contract) enforces it.
+//! - `changedFields` holds field *names* from [`EventType::changeable_fields`], never values;
+//!   `idempotencyKey` is a keyed digest ([`KeyDigest`]), never the key the client sent.
 
+pub mod cloudevent;
 pub mod read;
 pub mod store;
 
@@ -48,6 +55,12 @@ macro_rules! event_types {
                 }
             }
 
+            /// The published name of `version` of this type, `clinic.<aggregate>.<fact>.v<version>`
+            /// (the CloudEvents `type`), e.g. `clinic.appointment.created.v1`.
+            pub fn published_name(self, version: i32) -> String {
+                format!("clinic.{}.v{version}", self.as_str())
+            }
+
             /// The inverse of [`EventType::as_str`].
             pub fn parse(name: &str) -> Option<EventType> {
                 match name {
@@ -72,6 +85,60 @@ event_types! {
     AppointmentReminderDue => "appointment.reminder_due", Appointment;
 }
 
+impl EventType {
+    /// The module that emits events of this type (the envelope's `producer`).
+    pub const fn producer(self) -> &'static str {
+        match self {
+            EventType::PatientCreated | EventType::PatientUpdated | EventType::PatientDeleted => {
+                "clinic-core/patients"
+            }
+            EventType::PractitionerCreated | EventType::PractitionerUpdated => "clinic-core/practitioners",
+            EventType::AppointmentCreated
+            | EventType::AppointmentRescheduled
+            | EventType::AppointmentCancelled
+            | EventType::AppointmentCompleted => "clinic-core/appointments",
+            EventType::AppointmentReminderDue => "clinic-core/housekeeping/reminders",
+        }
+    }
+
+    /// The names `changedFields` may hold for this type: the update and reschedule events list which
+    /// of these fields the mutation changed (names only). Empty: the type carries no `changedFields`.
+    pub const fn changeable_fields(self) -> &'static [&'static str] {
+        match self {
+            EventType::PatientUpdated => &["givenName", "familyName", "email", "phone", "dateOfBirth"],
+            EventType::PractitionerUpdated => &["displayName", "specialty", "active"],
+            EventType::AppointmentRescheduled => &["startsAt", "endsAt"],
+            EventType::PatientCreated
+            | EventType::PatientDeleted
+            | EventType::PractitionerCreated
+            | EventType::AppointmentCreated
+            | EventType::AppointmentCancelled
+            | EventType::AppointmentCompleted
+            | EventType::AppointmentReminderDue => &[],
+        }
+    }
+}
+
+/// The names of the fields whose flag is `true`, for `changedFields`: `(name, changed)` pairs.
+pub fn changed_fields(fields: &[(&'static str, bool)]) -> Vec<&'static str> {
+    fields.iter().filter(|(_, changed)| *changed).map(|(name, _)| *name).collect()
+}
+
+impl schemars::JsonSchema for EventType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EventType".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names, "description": "The short event type" })
+    }
+}
+
 impl fmt::Display for EventType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -93,8 +160,9 @@ impl<'de> Deserialize<'de> for EventType {
 }
 
 /// The kinds of resource that events are about and timelines are kept for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum ResourceType {
     Patient,
     Practitioner,
@@ -121,13 +189,16 @@ impl ResourceType {
 }
 
 /// Who caused an event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum Actor {
     Member {
+        #[schemars(with = "crate::ids::UlidSchema")]
         id: Ulid,
     },
     Patient {
+        #[schemars(with = "crate::ids::UlidSchema")]
         id: Ulid,
     },
     /// Cron jobs and listener-originated mutations.
@@ -166,25 +237,127 @@ pub struct Cause {
     pub actor: Actor,
     pub correlation_id: CorrelationId,
     pub causation_id: CausationId,
+    /// The digest of the originating request's `Idempotency-Key`, when it had one.
+    pub idempotency_key: Option<KeyDigest>,
+}
+
+/// The form of a client's `Idempotency-Key` that events carry: `HMAC-SHA256(K, workspaceId ":" key)`
+/// with a server-held key `K`, rendered `hmac-sha256:<64 hex>`.
+///
+/// Why keyed and not a plain SHA-256: keys are chosen by clients and are often short or made of
+/// words ("book-ada-lovelace-flu"); a plain digest of such a string is reversed by trying guesses, and
+/// every consumer of the queues could do that. Without `K` no consumer can test a guess, while the
+/// server can still match a retried request to its event. The workspace id is hashed in so equal keys
+/// of two workspaces give unrelated digests. `K` is derived from the API's cursor key (see
+/// `docs/events.md`), so rotating that key changes the digests of new events only.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct KeyDigest([u8; 32]);
+
+impl KeyDigest {
+    /// The digest of `key`, sent in `workspace_id`, under the server key `secret`.
+    pub fn of(secret: &[u8], workspace_id: WorkspaceId, key: &str) -> Self {
+        use hmac::Mac;
+        let mut derived = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(secret)
+            .expect("HMAC takes a key of any length");
+        derived.update(b"clinic/idempotency-key-digest/v1");
+        let derived = derived.finalize().into_bytes();
+        let mut mac = <hmac::Hmac<sha2::Sha256> as Mac>::new_from_slice(&derived)
+            .expect("HMAC takes a key of any length");
+        mac.update(workspace_id.to_string().as_bytes());
+        mac.update(b":");
+        mac.update(key.as_bytes());
+        Self(mac.finalize().into_bytes().into())
+    }
+
+    /// `hmac-sha256:<64 hex>`.
+    pub fn render(&self) -> String {
+        let hex: String = self.0.iter().map(|byte| format!("{byte:02x}")).collect();
+        format!("{KEY_DIGEST_PREFIX}{hex}")
+    }
+}
+
+impl fmt::Debug for KeyDigest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KeyDigest(..)")
+    }
+}
+
+/// The scheme prefix of a rendered [`KeyDigest`].
+pub const KEY_DIGEST_PREFIX: &str = "hmac-sha256:";
+
+/// Schema hints carried by every envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// The version of the envelope's common shape (the fields every event type shares).
+    pub envelope_version: i32,
+    /// The URI of the JSON Schema this envelope validates against (the CloudEvents `dataschema`).
+    #[schemars(extend("format" = "uri"))]
+    pub dataschema: String,
+}
+
+impl Metadata {
+    pub fn of(event_type: EventType, version: i32) -> Self {
+        Self {
+            envelope_version: ENVELOPE_VERSION,
+            dataschema: crate::contract::dataschema(event_type, version),
+        }
+    }
 }
 
 /// The event as stored and as sent: identifiers only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+///
+/// Unknown fields are ignored on input (a consumer keeps working when the envelope grows); every field
+/// after `causationId` was added later and may be absent in a message of an older build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Envelope {
+    /// The event id: also the idempotency key of every listener effect (`{eventId}:{listener}`).
     pub id: EventId,
+    /// The short type, e.g. `appointment.created`.
     #[serde(rename = "type")]
     pub event_type: EventType,
+    /// The version of this event type's schema.
     pub version: i32,
     pub workspace_id: WorkspaceId,
     pub actor: Actor,
+    /// When it happened (domain time).
     pub occurred_at: DateTime<Utc>,
+    /// When the database recorded it.
     pub recorded_at: DateTime<Utc>,
     pub resource_type: ResourceType,
+    #[schemars(with = "crate::ids::UlidSchema")]
     pub resource_id: Ulid,
+    /// The resource's version after the mutation.
     pub resource_version: i32,
     pub correlation_id: CorrelationId,
     pub causation_id: CausationId,
+    /// The published name `clinic.<aggregate>.<fact>.v<version>` (the CloudEvents `type`).
+    #[serde(default)]
+    pub published_name: String,
+    /// The module that emitted the event.
+    #[serde(default)]
+    pub producer: String,
+    /// `hmac-sha256:<hex>` of the originating request's `Idempotency-Key`, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = "^hmac-sha256:[0-9a-f]{64}$"))]
+    pub idempotency_key: Option<String>,
+    /// On update and reschedule events: the names of the fields that changed (never their values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_fields: Option<Vec<String>>,
+    /// Schema hints.
+    #[serde(default)]
+    pub metadata: Metadata,
+}
+
+impl Envelope {
+    /// Fills the fields derived from the type and version (`publishedName`, `producer`, `metadata`).
+    pub fn with_derived_fields(mut self) -> Self {
+        self.published_name = self.event_type.published_name(self.version);
+        self.producer = self.event_type.producer().into();
+        self.metadata = Metadata::of(self.event_type, self.version);
+        self
+    }
 }
 
 impl Envelope {
@@ -205,7 +378,13 @@ impl Envelope {
             resource_version: 1,
             correlation_id: CorrelationId::generate(),
             causation_id: CausationId(Ulid::generate()),
+            published_name: String::new(),
+            producer: String::new(),
+            idempotency_key: None,
+            changed_fields: None,
+            metadata: Metadata::default(),
         }
+        .with_derived_fields()
     }
 }
 

@@ -13,12 +13,15 @@ macro_rules! envelope_columns {
     () => {
         "e.id, e.type, e.version, e.workspace_id, e.actor_kind, e.actor_id, \
          e.occurred_at, e.recorded_at, e.resource_type, e.resource_id, e.resource_version, \
-         e.correlation_id, e.causation_id"
+         e.correlation_id, e.causation_id, e.changed_fields, e.idempotency_key_digest"
     };
 }
 
 /// The `events` columns every envelope query selects, in the order [`envelope_from_row`] reads.
 pub const ENVELOPE_COLUMNS: &str = envelope_columns!();
+
+/// How many columns [`ENVELOPE_COLUMNS`] selects: a statement's own columns after them start here.
+pub const ENVELOPE_COLUMN_COUNT: usize = 15;
 
 /// Why a stored row is not an envelope (a type this build does not know, a corrupt actor).
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +64,13 @@ pub fn envelope_from_row(row: &Row, first: usize) -> Result<Envelope, Unreadable
         resource_version: row.get(first + 10),
         correlation_id: row.get(first + 11),
         causation_id: CausationId(Ulid::from(causation_id)),
-    })
+        published_name: String::new(),
+        producer: String::new(),
+        changed_fields: row.get(first + 13),
+        idempotency_key: row.get(first + 14),
+        metadata: Default::default(),
+    }
+    .with_derived_fields())
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -107,4 +116,12 @@ pub async fn timeline(
     )
     .await?;
     rows.iter().map(|row| envelope_from_row(row, 0).map_err(ReadError::from)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_column_count_matches_the_column_list() {
+        assert_eq!(super::ENVELOPE_COLUMNS.split(',').count(), super::ENVELOPE_COLUMN_COUNT);
+    }
 }

@@ -33,6 +33,9 @@ pub struct NewEvent {
     pub occurred_at: DateTime<Utc>,
     /// Timeline links beyond the primary resource (an appointment's patient and practitioner).
     pub also_links: Vec<(ResourceType, Ulid)>,
+    /// Update and reschedule events: the names (from [`EventType::changeable_fields`]) of the fields
+    /// the mutation changed; `None` for the other types.
+    pub changed_fields: Option<Vec<&'static str>>,
 }
 
 /// Appends `event` on the caller's transaction: event row, links, outbox row, conditional wake-up.
@@ -49,6 +52,8 @@ pub async fn append(
         link_types.push(link_type.as_str());
         link_ids.push(uuid::Uuid::from(*link_id));
     }
+    let changed_fields = event.changed_fields.clone();
+    let idempotency_key = cause.idempotency_key.map(|digest| digest.render());
     let statement = client.prepare_cached(APPEND_EVENT).await?;
     let row = client
         .query_one(
@@ -69,6 +74,8 @@ pub async fn append(
                 &link_types,
                 &link_ids,
                 &OUTBOX_CHANNEL,
+                &changed_fields,
+                &idempotency_key,
             ],
         )
         .await?;
@@ -85,5 +92,11 @@ pub async fn append(
         resource_version: event.resource_version,
         correlation_id: cause.correlation_id,
         causation_id: cause.causation_id,
-    })
+        published_name: String::new(),
+        producer: String::new(),
+        idempotency_key,
+        changed_fields: changed_fields.map(|names| names.into_iter().map(String::from).collect()),
+        metadata: Default::default(),
+    }
+    .with_derived_fields())
 }

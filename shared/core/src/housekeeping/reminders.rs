@@ -93,6 +93,7 @@ pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<Remi
         actor: Actor::System,
         correlation_id: CorrelationId::generate(),
         causation_id: CausationId(run_id),
+        idempotency_key: None,
     };
     let mut report = ReminderReport { run_id, correlation_id: cause.correlation_id, emitted: 0, skipped: 0 };
     let mut client = pool.get().await?;
@@ -165,6 +166,7 @@ async fn remind(
                 (ResourceType::Patient, appointment.patient_id.ulid()),
                 (ResourceType::Practitioner, appointment.practitioner_id.ulid()),
             ],
+            changed_fields: None,
         },
     )
     .await?;

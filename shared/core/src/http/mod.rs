@@ -38,6 +38,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/healthz"),
     ("get", "/readyz"),
     ("get", "/openapi.json"),
+    ("get", "/asyncapi.yaml"),
+    ("get", "/schemas/events/{type}/{version}"),
+    ("get", "/schemas/cloudevent/{version}"),
     ("post", "/v1/patients"),
     ("get", "/v1/patients"),
     ("get", "/v1/patients/{id}"),
@@ -86,13 +89,16 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
     use routes::{
-        appointments, console, deliveries, health, lists, notifications, outbox, patients, practitioners,
-        recovery, timelines,
+        appointments, console, contract, deliveries, health, lists, notifications, outbox, patients,
+        practitioners, recovery, timelines,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
         .route("/openapi.json", get(health::openapi))
+        .route("/asyncapi.yaml", get(contract::asyncapi))
+        .route("/schemas/events/{type}/{version}", get(contract::event_schema))
+        .route("/schemas/cloudevent/{version}", get(contract::cloudevent_schema))
         .route("/v1/patients", post(patients::create).get(lists::search_patients))
         .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
         .route("/v1/patients/{id}/timeline", get(timelines::patient))

@@ -6,7 +6,8 @@
 //! closure; this module knows no resource and no use case. The order inside the transaction is fixed:
 //! 1. claim the `Idempotency-Key`, if the request has one ([`idempotency::claim`]) — a repeat answers
 //!    the stored status with the resource as it is now ([`Answer::reload`]) and writes nothing;
-//! 2. run the use case (which appends the event on the same transaction);
+//! 2. run the use case (which appends the event on the same transaction; the event carries the key's
+//!    keyed digest, [`KeyDigest`], never the key);
 //! 3. store the answer for the key, then commit.
 //!
 //! The body is read once, as bytes: the fingerprint hashes those bytes and the route parses the same
@@ -28,7 +29,7 @@ use super::AppState;
 use crate::context::Ctx;
 use crate::db::Tx;
 use crate::error::{DomainError, DomainResult};
-use crate::events::{Cause, ResourceType};
+use crate::events::{Cause, KeyDigest, ResourceType};
 
 /// What a mutation answers with, and how a replay of it is answered.
 pub trait Answer: Sized {
@@ -57,6 +58,7 @@ pub fn context(caller: &Caller, ids: &RequestIds) -> Ctx {
             actor: caller.actor(),
             correlation_id: ids.correlation_id,
             causation_id: ids.request_id.into(),
+            idempotency_key: None,
         },
     }
 }
@@ -122,7 +124,12 @@ impl Mutation {
                 return Ok(answer.respond(saved.status));
             }
         }
-        let answer = use_case(&tx, &context(&self.caller, &self.ids)).await?;
+        let mut ctx = context(&self.caller, &self.ids);
+        // Events carry a keyed digest of the key, never the key (see `events::KeyDigest`).
+        ctx.cause.idempotency_key = key
+            .as_ref()
+            .map(|(key, _)| KeyDigest::of(&self.state.api.cursor_key, workspace_id, key.as_str()));
+        let answer = use_case(&tx, &ctx).await?;
         if let Some((key, fingerprint)) = &key {
             let stored =
                 StoredAnswer { status, resource_type: A::RESOURCE, resource_id: answer.resource_id() };

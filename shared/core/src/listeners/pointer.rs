@@ -21,7 +21,7 @@ use serde_json::json;
 
 use super::{is_routed, Listener, ListenerError};
 use crate::db::{sql, Tx};
-use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS};
+use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS, ENVELOPE_COLUMN_COUNT};
 use crate::events::Envelope;
 use crate::ids::WorkspaceId;
 
@@ -119,7 +119,7 @@ impl<'a> Delivery<'a> {
 #[derive(Debug)]
 pub(super) enum Checked {
     /// The receipt was inserted: run the work with the stored envelope, then commit.
-    Fresh(Envelope),
+    Fresh(Box<Envelope>),
     /// The receipt existed: an earlier delivery did the work.
     Duplicate,
 }
@@ -162,7 +162,7 @@ pub(super) async fn check_and_receipt(tx: &Tx<'_>, delivery: &Delivery<'_>) -> R
     )
     .await?;
     let Some(row) = row else { return Err(Rejected::Rejection(Rejection::UnknownEvent)) };
-    let inserted: i64 = row.get(13);
+    let inserted: i64 = row.get(ENVELOPE_COLUMN_COUNT);
     // A stored row this build cannot read (an event type it does not know) is not this message's
     // fault: retryable (a newer build reads it).
     let stored = envelope_from_row(&row, 0).map_err(|error| {
@@ -171,7 +171,7 @@ pub(super) async fn check_and_receipt(tx: &Tx<'_>, delivery: &Delivery<'_>) -> R
     if let Some(rejection) = mismatch(claim, &stored, delivery.source) {
         return Err(Rejected::Rejection(rejection));
     }
-    Ok(if inserted == 1 { Checked::Fresh(stored) } else { Checked::Duplicate })
+    Ok(if inserted == 1 { Checked::Fresh(Box::new(stored)) } else { Checked::Duplicate })
 }
 
 /// The first attribute of `claim` that disagrees with `stored` (ids are compared as the database

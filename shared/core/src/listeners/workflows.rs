@@ -42,7 +42,7 @@ pub async fn deliver(
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
     let stored = match pointer::check_and_receipt(&tx, delivery).await {
-        Ok(Checked::Fresh(stored)) => stored,
+        Ok(Checked::Fresh(stored)) => *stored,
         Ok(Checked::Duplicate) => {
             tx.rollback().await?;
             return Ok(ListenerOutcome::Duplicate);
@@ -192,6 +192,7 @@ async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<Liste
             actor: Actor::System,
             correlation_id: env.correlation_id,
             causation_id: env.id.into(),
+            idempotency_key: None,
         },
     };
     let patient_id = PatientId::from_ulid(env.resource_id);

@@ -56,7 +56,7 @@ pub struct Explanation {
 
 /// The CloudEvents `type` of an event: `clinic.<aggregate>.<fact>.v<version>`.
 pub fn published_name(envelope: &Envelope) -> String {
-    format!("clinic.{}.v{}", envelope.event_type.as_str(), envelope.version)
+    envelope.event_type.published_name(envelope.version)
 }
 
 /// Explains `event_id` (within `workspace` when given); `None` when there is no such event in scope.
@@ -105,12 +105,9 @@ fn ulid_of(uuid: uuid::Uuid) -> String {
     ulid::Ulid::from(uuid).to_string()
 }
 
-/// `events`: the envelope as stored and sent.
+/// `events`: the envelope as stored and sent (it carries its `publishedName`).
 fn envelope_section(envelope: &Envelope) -> Section {
-    let mut row = serde_json::to_value(envelope).unwrap_or(Value::Null);
-    if let Value::Object(object) = &mut row {
-        object.insert("publishedName".into(), json!(published_name(envelope)));
-    }
+    let row = serde_json::to_value(envelope).unwrap_or(Value::Null);
     section("envelope", "events", vec![row])
 }
 

@@ -21,6 +21,8 @@ pub struct OutboxItem {
     pub workspace_id: WorkspaceId,
     #[serde(rename = "type")]
     pub event_type: String,
+    /// The published name `clinic.<type>.v<version>`, beside the short type.
+    pub published_name: String,
     pub resource_type: String,
     pub resource_id: String,
     pub status: String,
@@ -41,17 +43,20 @@ macro_rules! item_columns {
     () => {
         "o.event_id, o.workspace_id, e.type, e.resource_type, e.resource_id, o.status, \
          o.attempts, o.available_at, o.last_error_code, o.last_error, o.only_listeners, o.dispatched_at, \
-         o.created_at, o.updated_at"
+         o.created_at, o.updated_at, e.version"
     };
 }
 pub(super) const ITEM_COLUMNS: &str = item_columns!();
 
 pub(super) fn item_from_row(row: &Row) -> OutboxItem {
     let resource_id: uuid::Uuid = row.get(4);
+    let event_type: String = row.get(2);
+    let version: i32 = row.get(14);
     OutboxItem {
         event_id: row.get(0),
         workspace_id: row.get(1),
-        event_type: row.get(2),
+        published_name: format!("clinic.{event_type}.v{version}"),
+        event_type,
         resource_type: row.get(3),
         resource_id: ulid::Ulid::from(resource_id).to_string(),
         status: row.get(5),

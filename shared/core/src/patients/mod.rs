@@ -25,6 +25,7 @@ use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
+use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PatientId, WorkspaceId};
@@ -182,14 +183,24 @@ pub async fn update(
 ) -> DomainResult<(Patient, Envelope)> {
     let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     check_version(changes.expected_version, patient.version)?;
+    let before = patient.clone();
     changes.apply_to(&mut patient);
+    let changed = changed_fields(&[
+        ("givenName", before.given_name != patient.given_name),
+        ("familyName", before.family_name != patient.family_name),
+        ("email", before.email != patient.email),
+        ("phone", before.phone != patient.phone),
+        ("dateOfBirth", before.date_of_birth != patient.date_of_birth),
+    ]);
     patient.version += 1;
     patient.updated_at = crate::domain::values::now();
     repo::update(tx, &patient).await?;
     // The answer carries every personal field, not only the changed ones: a disclosure.
     let purpose = Purpose::route(disclosure_routes::PATCH_PATIENT);
     disclosures::record(tx, ctx.workspace_id, &ctx.cause.actor, &[patient.id], purpose).await?;
-    let event = append(tx, &ctx.cause, patient_event(EventType::PatientUpdated, &patient)).await?;
+    let mut event = patient_event(EventType::PatientUpdated, &patient);
+    event.changed_fields = Some(changed);
+    let event = append(tx, &ctx.cause, event).await?;
     Ok((patient, event))
 }
 
@@ -215,5 +226,6 @@ fn patient_event(event_type: EventType, patient: &Patient) -> NewEvent {
         resource_version: patient.version,
         occurred_at: patient.updated_at,
         also_links: Vec::new(),
+        changed_fields: None,
     }
 }

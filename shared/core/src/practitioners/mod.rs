@@ -15,6 +15,7 @@ use crate::db::Tx;
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Name, Specialty};
 use crate::error::{DomainError, DomainResult};
+use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PractitionerId, WorkspaceId};
@@ -132,6 +133,7 @@ pub async fn create(
         resource_version: 1,
         occurred_at: now,
         also_links: Vec::new(),
+        changed_fields: None,
     };
     let envelope = append(tx, &ctx.cause, event).await?;
     Ok((practitioner, envelope))
@@ -145,7 +147,13 @@ pub async fn update(
 ) -> DomainResult<(Practitioner, Envelope)> {
     let mut practitioner = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
     check_version(changes.expected_version, practitioner.version)?;
+    let before = practitioner.clone();
     changes.apply_to(&mut practitioner);
+    let changed = changed_fields(&[
+        ("displayName", before.display_name != practitioner.display_name),
+        ("specialty", before.specialty != practitioner.specialty),
+        ("active", before.active != practitioner.active),
+    ]);
     practitioner.version += 1;
     practitioner.updated_at = crate::domain::values::now();
     repo::update(tx, &practitioner).await?;
@@ -156,6 +164,7 @@ pub async fn update(
         resource_version: practitioner.version,
         occurred_at: practitioner.updated_at,
         also_links: Vec::new(),
+        changed_fields: Some(changed),
     };
     let envelope = append(tx, &ctx.cause, event).await?;
     Ok((practitioner, envelope))

@@ -154,7 +154,7 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
     ];
     let mut probed = 0;
     for (method, template) in ROUTES {
-        if !template.contains('{') {
+        if !template.contains("{id}") {
             continue;
         }
         let b_path = template.replace("{id}", id_for(template, &b_ids));
@@ -180,11 +180,11 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
             probed += 1;
         }
     }
-    let with_ids = ROUTES.iter().filter(|(_, template)| template.contains('{')).count();
+    let with_ids = ROUTES.iter().filter(|(_, template)| template.contains("{id}")).count();
     assert_eq!(probed, tokens.len() * with_ids, "every route with an id was probed");
 
     // Routes without an id: A's lists hold none of B's rows; a booking naming B's ids is refused.
-    for (method, template) in ROUTES.iter().filter(|(_, template)| !template.contains('{')) {
+    for (method, template) in ROUTES.iter().filter(|(_, template)| !template.contains("{id}")) {
         let upper = method.to_uppercase();
         let body = match *template {
             "/v1/appointments" => Some(json!({
@@ -260,7 +260,7 @@ async fn every_route_of_another_patient_looks_missing_to_a_patient() {
     let before = b_state(&app, &workspace).await;
 
     let mut not_found = 0;
-    for (method, template) in ROUTES.iter().filter(|(_, template)| template.contains('{')) {
+    for (method, template) in ROUTES.iter().filter(|(_, template)| template.contains("{id}")) {
         let upper = method.to_uppercase();
         let path = template.replace("{id}", id_for(template, &theirs));
         let never_used = template.replace("{id}", &ulid::Ulid::generate().to_string());

@@ -4,6 +4,7 @@
 
 mod access;
 mod concurrency;
+mod contract;
 mod correlation;
 mod db_least_privilege;
 mod db_privileges;

@@ -46,6 +46,7 @@ impl Fixture {
                 actor: Actor::Member { id: self.member.ulid() },
                 correlation_id: CorrelationId::generate(),
                 causation_id: RequestId::generate().into(),
+                idempotency_key: None,
             },
         }
     }

@@ -71,6 +71,7 @@ async fn write(
         actor: setup.actor,
         correlation_id: CorrelationId::generate(),
         causation_id: RequestId::generate().into(),
+        idempotency_key: None,
     };
     let event = NewEvent {
         event_type: EventType::PatientUpdated,
@@ -79,6 +80,7 @@ async fn write(
         resource_version: found.version,
         occurred_at: found.updated_at,
         also_links: Vec::new(),
+        changed_fields: Some(Vec::new()),
     };
     append(&tx, &cause, event).await?;
     tx.commit().await?;

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::Context;
-use clinic_core::events::read::{envelope_from_row, ENVELOPE_COLUMNS};
+use clinic_core::events::read::{envelope_from_row, ENVELOPE_COLUMNS, ENVELOPE_COLUMN_COUNT};
 use clinic_core::events::{Envelope, EventType, ResourceType};
 use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::listeners::{Delivery, Listener, Rejection, SourceClaim};
@@ -30,8 +30,10 @@ async fn forgeries(client: &tokio_postgres::Client, count: usize) -> anyhow::Res
          WHERE e.type = 'appointment.created' AND a.status = 'booked' ORDER BY e.recorded_at DESC LIMIT 50"
     );
     let rows = client.query(&query, &[]).await.context("reading bookings to forge")?;
-    let booked: Vec<(Envelope, uuid::Uuid)> =
-        rows.iter().filter_map(|row| Some((envelope_from_row(row, 0).ok()?, row.get(13)))).collect();
+    let booked: Vec<(Envelope, uuid::Uuid)> = rows
+        .iter()
+        .filter_map(|row| Some((envelope_from_row(row, 0).ok()?, row.get(ENVELOPE_COLUMN_COUNT))))
+        .collect();
     anyhow::ensure!(booked.len() >= 2, "too few bookings to forge messages from");
     let mut forged = Vec::with_capacity(count);
     for index in 0..count {

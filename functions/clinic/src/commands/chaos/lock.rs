@@ -60,6 +60,7 @@ fn system_ctx(workspace_id: WorkspaceId) -> clinic_core::context::Ctx {
             actor: Actor::System,
             correlation_id: CorrelationId::generate(),
             causation_id: RequestId::generate().into(),
+            idempotency_key: None,
         },
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod appointments;
 pub mod console;
+pub mod contract;
 pub mod deliveries;
 pub mod disclosures;
 pub mod health;

@@ -1,0 +1,17 @@
+//! Test support: every envelope and CloudEvent the test suite emits, written to
+//! `$CLINIC_CONTRACT_CAPTURE_DIR` (when set) so tests/contract can validate them against the
+//! checked-in schemas with independent implementations (the `cloudevents` and `jsonschema` Python
+//! packages). Compiled only with the `testing` feature; a Lambda never has it. Writing is best effort:
+//! a capture that cannot be written never fails the code under test.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Records `body` (a CloudEvent or an envelope, as JSON text) under `kind` (`sqs`, `local`, …).
+pub fn record(kind: &str, body: &str) {
+    static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+    let Some(dir) = crate::config::var("CLINIC_CONTRACT_CAPTURE_DIR") else { return };
+    let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{kind}-{}-{sequence}-{}.json", std::process::id(), crate::ids::new_ulid());
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(std::path::Path::new(&dir).join(name), body);
+}
