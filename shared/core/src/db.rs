@@ -151,6 +151,8 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator_console",
         sql: include_str!("../../../migrations/V9__operator_console.sql"),
     },
+    // Numbered 12 by the task plan (V10 and V11 land from other branches; renumbered on integration).
+    Migration { version: 12, name: "webhooks", sql: include_str!("../../../migrations/V12__webhooks.sql") },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"
