@@ -21,7 +21,7 @@ pub mod notify;
 pub mod pointer;
 mod workflows;
 
-pub use map::{is_routed, listeners, Listener};
+pub use map::{is_routed, listeners, routed, Listener};
 pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
 pub use workflows::{deliver, run, run_with};
 

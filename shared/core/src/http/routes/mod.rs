@@ -13,6 +13,7 @@ pub mod patients;
 pub mod practitioners;
 pub mod recovery;
 pub mod timelines;
+pub mod webhooks;
 
 use std::str::FromStr;
 
