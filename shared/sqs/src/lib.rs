@@ -44,3 +44,13 @@ mod transport;
 pub use cloudevents::{parse_cloud_event, parse_message, to_cloud_event, CloudEvent, MessageError};
 pub use config::{build_client, build_client_with, queue_url_var, QueueMap, SqsConfig, SqsTimeouts};
 pub use transport::SqsTransport;
+
+/// The body of a webhook delivery: the same identifier-only CloudEvent a `webhook_fan_out` message
+/// carries (one builder, [`to_cloud_event`]), so a receiver reads the document the queues carry.
+pub fn webhook_body(source_prefix: &str) -> clinic_core::webhooks::BodyFn {
+    let prefix = source_prefix.to_owned();
+    std::sync::Arc::new(move |envelope: &clinic_core::events::Envelope| {
+        let event = to_cloud_event(envelope, clinic_core::listeners::Listener::WebhookFanOut, &prefix);
+        serde_json::to_vec(&event).unwrap_or_default()
+    })
+}

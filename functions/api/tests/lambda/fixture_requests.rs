@@ -36,6 +36,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             cursor_key: b"fixture-cursor-key-0123456789".to_vec(),
             readiness: Readiness::new(std::time::Duration::from_secs(10)),
             subject_claim: "sub".into(),
+            webhook_egress: Default::default(),
         },
     }
 }

@@ -28,6 +28,7 @@ use super::store::{self, AttemptRecord, Claimed, Next};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
+use crate::listeners::{Listener, ListenerOutcome};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
 /// builder, `clinic_sqs::webhook_body`, injected so that this crate needs no AWS SDK).
@@ -156,6 +157,11 @@ impl std::fmt::Debug for WebhookSender {
     }
 }
 
+fn is_new_fan_out(listener: Listener, outcome: ListenerOutcome) -> bool {
+    listener == Listener::WebhookFanOut
+        && matches!(outcome, ListenerOutcome::Applied { effects } if effects > 0)
+}
+
 /// What the next status is after an answer (or no answer) of attempt `attempts`.
 pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Duration>) -> Next {
     match status {
@@ -184,6 +190,27 @@ impl WebhookSender {
     /// The first attempt of `event`'s deliveries, right after the fan-out committed.
     pub async fn send_event(&self, event: EventId) -> Result<WebhookReport, WebhookError> {
         self.step(Some(event)).await
+    }
+
+    /// After a listener run committed: when it was a fan-out that created deliveries, their first
+    /// attempt runs now (the listener Lambda awaits it before answering the message). A failure is
+    /// only logged: the rows stay due and the scheduled step sends them.
+    pub async fn first_attempts(&self, listener: Listener, outcome: ListenerOutcome, event: EventId) {
+        if !is_new_fan_out(listener, outcome) {
+            return;
+        }
+        if let Err(error) = self.send_event(event).await {
+            tracing::warn!(event_id = %event, error = %error, "first webhook attempt failed to run; the scheduled step sends it");
+        }
+    }
+
+    /// [`WebhookSender::first_attempts`] beside the caller (the local transport: the dispatcher does
+    /// not wait on receivers).
+    pub fn after_listener(self: &Arc<Self>, listener: Listener, outcome: ListenerOutcome, event: EventId) {
+        if is_new_fan_out(listener, outcome) {
+            let sender = self.clone();
+            tokio::spawn(async move { sender.first_attempts(listener, outcome, event).await });
+        }
     }
 
     /// Sends due deliveries until none is due or `max_steps` batches ran; disables failing endpoints.

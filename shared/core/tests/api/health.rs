@@ -22,6 +22,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             cursor_key: b"health-test-cursor-key".to_vec(),
             readiness: Readiness::new(interval),
             subject_claim: "sub".into(),
+            webhook_egress: Default::default(),
         },
     }
 }
