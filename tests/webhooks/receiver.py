@@ -13,6 +13,7 @@ prove that during a rotation both the new and the old secret verify. Control rou
 """
 import json
 import sys
+import time
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -70,6 +71,7 @@ class Handler(BaseHTTPRequestHandler):
             "signatures": len(headers.get("webhook-signature", "").split(" ")),
             "verified": verified,
             "status": status,
+            "receivedAt": time.time(),
             "body": json.loads(raw) if raw else None,
         }
         with LOCK:

@@ -14,6 +14,8 @@
 //!    request (clients retry within minutes; the README's idempotency promise holds for the TTL);
 //! 5. `appointment_reminders` whose start time is older than the retention: the reminder scan only
 //!    looks at appointments starting in the future, so such a row can never dedupe anything again.
+//! 6. `webhook_deliveries` that were `delivered` longer ago than the retention, with their
+//!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
 //!
 //! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
 //! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
@@ -100,6 +102,7 @@ pub struct SweepReport {
     pub listener_receipts: u64,
     pub idempotency_keys: u64,
     pub appointment_reminders: u64,
+    pub webhook_deliveries: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -270,6 +273,19 @@ pub async fn sweep(
             }
         }
     }
+    // 6. Delivered webhook deliveries (their attempts go with them).
+    let hours = config.retention.as_secs_f64() / 3600.0;
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let deleted = crate::webhooks::store::sweep_delivered(&client, hours, config.batch).await?;
+        report.batches += 1;
+        report.webhook_deliveries += deleted;
+        if deleted < config.batch as u64 {
+            break;
+        }
+    }
     Ok(finish(report, true))
 }
 
@@ -286,6 +302,7 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         listener_receipts = report.listener_receipts,
         idempotency_keys = report.idempotency_keys,
         appointment_reminders = report.appointment_reminders,
+        webhook_deliveries = report.webhook_deliveries,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"
