@@ -38,7 +38,17 @@ async fn explain_shows_the_whole_path_with_ids_and_codes_only_and_the_causation_
         body["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["envelope", "links", "outbox", "listeners", "deliveries", "causes", "caused", "actions"]
+        [
+            "envelope",
+            "links",
+            "outbox",
+            "listeners",
+            "deliveries",
+            "causes",
+            "caused",
+            "actions",
+            "webhook deliveries"
+        ]
     );
     assert_eq!(section(body, "envelope")[0]["publishedName"], "clinic.appointment.created.v1");
     assert_eq!(section(body, "links").len(), 3, "appointment, patient and practitioner timelines");
