@@ -2,6 +2,8 @@
 //! outbox row, the local transport runs each listener, and the effect (a notification, a cascaded
 //! cancellation) is there exactly once — even when everything is delivered twice.
 
+mod webhooks;
+
 use std::sync::Arc;
 
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
+use clinic_core::webhooks::{WebhookConfig, WebhookSender};
 use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
 use deadpool_postgres::Pool;
 use tokio::sync::watch;
@@ -60,11 +61,27 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let config = DispatchConfig::from_env()?;
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
+    // Webhooks in-process (docs/webhooks.md): first attempts right after each fan-out, retries by a
+    // loop every second; plain http to loopback only with CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1.
+    let source = clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+    let webhooks = Arc::new(WebhookSender::new(
+        pool.clone(),
+        WebhookConfig::from_env(true)?,
+        clinic_sqs::webhook_body(&source),
+    ));
+    let retries = webhooks.clone();
+    let retries_stop = stop_rx.clone();
+    tasks.push(tokio::spawn(async move { retries.run(retries_stop, Duration::from_secs(1)).await }));
     let transport: Arc<dyn Transport> = match transport {
-        "local" => Arc::new(LocalTransport::new(pool.clone()).with_run_timeout(local_run_timeout()?)),
+        "local" => Arc::new(
+            LocalTransport::new(pool.clone())
+                .with_run_timeout(local_run_timeout()?)
+                .with_webhooks(webhooks.clone()),
+        ),
         "sqs" => {
             let (transport, queues, client) = sqs_transport().await?;
-            let state = Arc::new(clinic_listener::State::from_env(pool.clone())?);
+            let state =
+                Arc::new(clinic_listener::State::from_env(pool.clone())?.with_webhooks(webhooks.clone()));
             for url in queues {
                 let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
                 tasks.push(tokio::spawn(consumer));

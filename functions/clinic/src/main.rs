@@ -1,6 +1,6 @@
 //! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
 //! subcommands are operator tools and drills (migrate, workspaces, token, outbox, deliveries,
-//! reminders, bench, chaos).
+//! reminders, webhooks, bench, chaos).
 
 mod commands;
 mod dev_dispatcher;
@@ -38,6 +38,9 @@ enum Command {
     Listeners(commands::operate::ListenersArgs),
     /// Notification deliveries: list, retry, discard, send (docs/delivery.md).
     Deliveries(commands::deliveries::DeliveriesArgs),
+    /// Webhook endpoints and deliveries: create, list, show, update, disable, enable, delete, rotate,
+    /// recover, deliveries, send (docs/webhooks.md).
+    Webhooks(commands::webhooks::WebhooksArgs),
     /// Scheduled jobs run by hand: `reminders run`.
     Reminders(commands::reminders::RemindersArgs),
     /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, lists, all (`--smoke` for a quick check).
@@ -63,6 +66,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Listeners(args) => commands::operate::listeners(args).await,
         Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,
+        Command::Webhooks(args) => commands::webhooks::run(args).await,
         Command::Bench(args) => commands::bench::run(args).await,
         Command::Chaos(args) => commands::chaos::run(args).await,
         Command::DispatchLoop => commands::chaos::dispatch_loop().await,

@@ -51,11 +51,13 @@ pub enum Mode {
     Deliver,
     /// Restart listener starts whose receipt is overdue (custody), through this function's transport.
     Reconcile,
+    /// Send due webhook deliveries (retries and leftovers), disable endpoints failing for days.
+    Webhooks,
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep`, `deliver` or
-    /// `reconcile` (see [`Mode`]); an event's `detail.mode` overrides it per invocation.
+    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep`, `deliver`,
+    /// `reconcile` or `webhooks` (see [`Mode`]); an event's `detail.mode` overrides it per invocation.
     pub fn from_env() -> Result<Mode, ConfigError> {
         match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
             None | Some("drain") => Ok(Mode::Drain),
@@ -64,10 +66,13 @@ impl Mode {
             Some("sweep") => Ok(Mode::Sweep),
             Some("deliver") => Ok(Mode::Deliver),
             Some("reconcile") => Ok(Mode::Reconcile),
+            Some("webhooks") => Ok(Mode::Webhooks),
             Some(other) => Err(ConfigError::Invalid {
                 name: "CLINIC_DISPATCH_MODE",
                 value: other.to_owned(),
-                message: "expected `drain`, `once`, `reminders`, `sweep`, `deliver` or `reconcile`".into(),
+                message:
+                    "expected `drain`, `once`, `reminders`, `sweep`, `deliver`, `reconcile` or `webhooks`"
+                        .into(),
             }),
         }
     }
@@ -90,6 +95,8 @@ pub struct Housekeeping {
     /// The `deliver` mode's sender (`None`: that mode sends nothing).
     pub delivery: Option<clinic_core::delivery::Sender>,
     pub reconcile: ReconcileConfig,
+    /// The `webhooks` mode's sender (`None`: that mode sends nothing).
+    pub webhooks: Option<std::sync::Arc<clinic_core::webhooks::WebhookSender>>,
 }
 
 impl Housekeeping {
@@ -100,6 +107,7 @@ impl Housekeeping {
             retention: RetentionConfig::from_env()?,
             delivery: None,
             reconcile: ReconcileConfig::from_env()?,
+            webhooks: None,
         })
     }
 }
@@ -118,6 +126,8 @@ pub struct Answer {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delivered: Option<clinic_core::delivery::SendReport>,
     pub reconciled: Option<ReconcileReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhooks: Option<clinic_core::webhooks::WebhookReport>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -144,6 +154,7 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         swept: None,
         delivered: None,
         reconciled: None,
+        webhooks: None,
     };
     let pool = state.dispatcher.pool();
     match mode {
@@ -174,6 +185,11 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         Mode::Deliver => {
             if let Some(sender) = &state.housekeeping.delivery {
                 answer.delivered = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
+            }
+        }
+        Mode::Webhooks => {
+            if let Some(sender) = &state.housekeeping.webhooks {
+                answer.webhooks = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
             }
         }
         Mode::Reconcile => {
@@ -208,6 +224,7 @@ mod tests {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "deliver"})), Some(Mode::Deliver));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "reconcile"})), Some(Mode::Reconcile));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "webhooks"})), Some(Mode::Webhooks));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
     }

@@ -32,6 +32,11 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let pool = dispatcher.pool().clone();
         housekeeping.delivery = Some(clinic_core::delivery::Sender::new(pool, providers, delivery));
     }
+    // The `webhooks` mode (docs/webhooks.md): retries of webhook deliveries; never loopback in Lambda.
+    let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
+    let body = clinic_sqs::webhook_body(&sqs.source_prefix);
+    let sender = clinic_core::webhooks::WebhookSender::new(dispatcher.pool().clone(), webhooks, body);
+    housekeeping.webhooks = Some(Arc::new(sender));
     let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()?, housekeeping });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);

@@ -17,7 +17,9 @@
 //!   connects. Logs carry message ids, event ids and codes only.
 //! - Delivery fast path: with a [`Sender`] configured, a run that committed a new notification sends
 //!   it right after the commit (`delivery::Sender::send_key`). A failure there never fails the
-//!   message: the row stays due and the housekeeping `deliver` mode sends it.
+//!   message: the row stays due and the housekeeping `deliver` mode sends it. Likewise a
+//!   `webhook_fan_out` run that created deliveries sends their first attempt before the message is
+//!   answered (`WebhookSender::first_attempts`); retries are the housekeeping `webhooks` mode's.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -42,6 +44,9 @@ pub struct State {
     pub concurrency: usize,
     /// Sends a committed notification at once (fast path); `None`: housekeeping sends it.
     pub sender: Option<Sender>,
+    /// Sends the first attempt of the webhook deliveries a fan-out just committed (`None`: the
+    /// scheduled housekeeping `webhooks` mode sends them).
+    pub webhooks: Option<Arc<clinic_core::webhooks::WebhookSender>>,
     /// The CloudEvents source prefix this deployment publishes with (`CLINIC_CLOUDEVENTS_SOURCE`).
     pub source_prefix: String,
     /// No message starts later than this before the invocation deadline.
@@ -60,6 +65,7 @@ impl State {
             source_prefix: "/clinic".into(),
             deadline_margin: DEFAULT_DEADLINE_MARGIN,
             sender: None,
+            webhooks: None,
         }
     }
 
@@ -93,6 +99,12 @@ impl State {
 
     pub fn with_deadline_margin(mut self, margin: Duration) -> Self {
         self.deadline_margin = margin;
+        self
+    }
+
+    /// Sends a fan-out's first webhook attempts right after its commit.
+    pub fn with_webhooks(mut self, sender: Arc<clinic_core::webhooks::WebhookSender>) -> Self {
+        self.webhooks = Some(sender);
         self
     }
 
@@ -156,6 +168,9 @@ async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutc
     let result = listeners::deliver(&state.pool, &*state.notifier, &delivery).await;
     if let Ok(outcome) = &result {
         send_now(state, outcome, &format!("{}:{}", event.data.id, listener.as_str())).await;
+        if let Some(webhooks) = &state.webhooks {
+            webhooks.first_attempts(listener, *outcome, event.data.id).await;
+        }
     }
     result.map_err(MessageFailure::Listener).inspect(|outcome| {
         tracing::info!(

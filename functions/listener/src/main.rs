@@ -20,8 +20,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         let config = DeliveryConfig::from_env("ses,sns")?;
         let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
         let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
-        state = state.with_sender(Sender::new(pool, providers, config));
+        state = state.with_sender(Sender::new(pool.clone(), providers, config));
     }
+    // Webhook first attempts (docs/webhooks.md); never loopback in Lambda.
+    let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
+    let body = clinic_sqs::webhook_body(&state.source_prefix);
+    state = state.with_webhooks(Arc::new(clinic_core::webhooks::WebhookSender::new(pool, webhooks, body)));
     let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);

@@ -110,6 +110,9 @@ pub struct ApiConfig {
     /// The verified claim that names the caller (`CLINIC_SUBJECT_CLAIM`, default `sub`): a ULID or a
     /// UUID. Only read from API Gateway's claims; local tokens always use `sub`.
     pub subject_claim: String,
+    /// Where webhook endpoints may point (checked when an endpoint is saved): public https, plus
+    /// loopback http only locally with `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1`.
+    pub webhook_egress: crate::webhooks::guard::Egress,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -132,6 +135,7 @@ impl ApiConfig {
             cursor_key,
             readiness: readiness()?,
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
+            webhook_egress: crate::webhooks::guard::Egress::default(),
         })
     }
 
@@ -143,7 +147,15 @@ impl ApiConfig {
         };
         let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
         let correlation = correlation_keys(&cursor_key)?;
-        Ok(Self { auth, cursor_key, correlation, readiness: readiness()?, subject_claim: "sub".into() })
+        let webhook_egress = crate::webhooks::WebhookConfig::from_env(true)?.egress;
+        Ok(Self {
+            auth,
+            cursor_key,
+            correlation,
+            readiness: readiness()?,
+            subject_claim: "sub".into(),
+            webhook_egress,
+        })
     }
 }
 

@@ -214,6 +214,14 @@ typed_id!(
     /// One recorded rejection of a listener delivery (`listener_rejections`).
     RejectionId
 );
+typed_id!(
+    /// A workspace's webhook endpoint.
+    WebhookEndpointId
+);
+typed_id!(
+    /// One webhook delivery (endpoint, event); rendered as the `webhook-id` header.
+    WebhookDeliveryId
+);
 
 /// The id of whatever caused an event: a request or another event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]

@@ -31,4 +31,5 @@ pub mod outbox;
 pub mod patients;
 pub mod practitioners;
 pub mod telemetry;
+pub mod webhooks;
 pub mod workspaces;

@@ -44,3 +44,14 @@ mod transport;
 pub use cloudevents::{parse_cloud_event, parse_message, to_cloud_event, CloudEvent, MessageError};
 pub use config::{build_client, build_client_with, queue_url_var, QueueMap, SqsConfig, SqsTimeouts};
 pub use transport::SqsTransport;
+
+/// The body of a webhook delivery: the identifier-only CloudEvent the queues carry, from the one
+/// builder (`to_published_event`, which [`to_cloud_event`] extends), without the internal `listener`
+/// extension.
+pub fn webhook_body(source_prefix: &str) -> clinic_core::webhooks::BodyFn {
+    let prefix = source_prefix.to_owned();
+    std::sync::Arc::new(move |envelope: &clinic_core::events::Envelope| {
+        let event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
+        serde_json::to_vec(&event).unwrap_or_default()
+    })
+}

@@ -38,6 +38,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             correlation: CorrelationKeys::new(b"fixture-correlation-key-0123", None),
             readiness: Readiness::new(std::time::Duration::from_secs(10)),
             subject_claim: "sub".into(),
+            webhook_egress: Default::default(),
         },
     }
 }

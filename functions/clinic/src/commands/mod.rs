@@ -9,4 +9,5 @@ pub mod operate;
 pub mod outbox;
 pub mod reminders;
 pub mod token;
+pub mod webhooks;
 pub mod workspaces;

@@ -6,4 +6,5 @@ mod deliveries;
 mod dev_cluster;
 mod outbox;
 mod support;
+mod webhooks;
 mod workspaces;

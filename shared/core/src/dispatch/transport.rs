@@ -95,6 +95,8 @@ pub struct LocalTransport {
     notifier: Arc<dyn Notifier>,
     concurrency: usize,
     run_timeout: std::time::Duration,
+    /// Sends the first attempt of webhook deliveries right after the fan-out committed.
+    webhooks: Option<Arc<crate::webhooks::WebhookSender>>,
 }
 
 impl std::fmt::Debug for LocalTransport {
@@ -108,7 +110,19 @@ impl LocalTransport {
     /// connections (minus one, left for the dispatcher's own marks).
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.saturating_sub(1).max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), concurrency, run_timeout: Self::DEFAULT_RUN_TIMEOUT }
+        Self {
+            pool,
+            notifier: Arc::new(DeliveryLog),
+            concurrency,
+            run_timeout: Self::DEFAULT_RUN_TIMEOUT,
+            webhooks: None,
+        }
+    }
+
+    /// Sends each fan-out's first webhook attempts in-process (`clinic dev`).
+    pub fn with_webhooks(mut self, sender: Arc<crate::webhooks::WebhookSender>) -> Self {
+        self.webhooks = Some(sender);
+        self
     }
 
     /// Below the default dispatch lease (30 s), so an abandoned run is retried by the same claim.
@@ -169,7 +183,12 @@ impl LocalTransport {
                 tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");
                 Ok(None)
             }
-            Ok(_) => Ok(None),
+            Ok(outcome) => {
+                if let Some(sender) = &self.webhooks {
+                    sender.after_listener(start.listener, outcome, start.envelope.id);
+                }
+                Ok(None)
+            }
             Err(error) => Err(StartError::from(error)),
         }
     }

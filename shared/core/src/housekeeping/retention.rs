@@ -17,7 +17,10 @@
 //! 6. `listener_rejections` older than their own retention ([`RetentionConfig::rejection_retention`],
 //!    `CLINIC_REJECTION_RETENTION_HOURS`, default 30 days): forensic records of refused deliveries
 //!    (a flood of forged messages grows this table, and the sweep bounds it). `outbox_history` needs
-//!    no step: its rows go with their outbox row (ON DELETE CASCADE).
+//!    no step: its rows go with their outbox row (ON DELETE CASCADE);
+//!    looks at appointments starting in the future, so such a row can never dedupe anything again.
+//! 7. `webhook_deliveries` that were `delivered` longer ago than the retention, with their
+//!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
 //!
 //! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
 //! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
@@ -112,6 +115,7 @@ pub struct SweepReport {
     pub idempotency_keys: u64,
     pub appointment_reminders: u64,
     pub listener_rejections: u64,
+    pub webhook_deliveries: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -296,6 +300,19 @@ pub async fn sweep(
             }
         }
     }
+    // 6. Delivered webhook deliveries (their attempts go with them).
+    let hours = config.retention.as_secs_f64() / 3600.0;
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let deleted = crate::webhooks::store::sweep_delivered(&client, hours, config.batch).await?;
+        report.batches += 1;
+        report.webhook_deliveries += deleted;
+        if deleted < config.batch as u64 {
+            break;
+        }
+    }
     Ok(finish(report, true))
 }
 
@@ -313,6 +330,7 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         idempotency_keys = report.idempotency_keys,
         appointment_reminders = report.appointment_reminders,
         listener_rejections = report.listener_rejections,
+        webhook_deliveries = report.webhook_deliveries,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"

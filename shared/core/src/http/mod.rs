@@ -81,6 +81,14 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/system/deliveries"),
     ("post", "/v1/system/deliveries/{id}/retry"),
     ("post", "/v1/system/deliveries/{id}/discard"),
+    ("post", "/v1/webhooks/endpoints"),
+    ("get", "/v1/webhooks/endpoints"),
+    ("get", "/v1/webhooks/endpoints/{id}"),
+    ("patch", "/v1/webhooks/endpoints/{id}"),
+    ("delete", "/v1/webhooks/endpoints/{id}"),
+    ("post", "/v1/webhooks/endpoints/{id}/rotate"),
+    ("post", "/v1/webhooks/endpoints/{id}/recover"),
+    ("get", "/v1/webhooks/deliveries"),
 ];
 
 /// The OpenAPI document served at `/openapi.json`.
@@ -90,7 +98,7 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 pub fn router(state: AppState) -> Router {
     use routes::{
         appointments, console, contract, deliveries, health, lists, notifications, outbox, patients,
-        practitioners, recovery, timelines,
+        practitioners, recovery, timelines, webhooks,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -133,6 +141,14 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/deliveries", get(deliveries::list))
         .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
         .route("/v1/system/deliveries/{id}/discard", post(deliveries::discard))
+        .route("/v1/webhooks/endpoints", post(webhooks::create).get(webhooks::list))
+        .route(
+            "/v1/webhooks/endpoints/{id}",
+            get(webhooks::get_one).patch(webhooks::update).delete(webhooks::delete),
+        )
+        .route("/v1/webhooks/endpoints/{id}/rotate", post(webhooks::rotate))
+        .route("/v1/webhooks/endpoints/{id}/recover", post(webhooks::recover))
+        .route("/v1/webhooks/deliveries", get(webhooks::deliveries))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))

@@ -6,6 +6,10 @@
 //!   renamed: a changed behaviour gets a new listener.
 //! - [`listeners`] is an exhaustive `match` over [`EventType`] with no wildcard arm, so a new event
 //!   type does not compile until its listener list (possibly empty) is written here.
+//! - [`Listener::WebhookFanOut`] may run for every event type; the dispatcher starts it for an event
+//!   only when an enabled webhook endpoint of the event's workspace subscribes to its type (decided
+//!   in the claim statement, one cheap indexed probe per claimed row: [`routed`]). [`listeners`]
+//!   lists the built-in listeners every event of a type gets.
 
 use std::fmt;
 
@@ -48,6 +52,7 @@ listener_catalog! {
     PatientCancellationNotice => "patient_cancellation_notice";
     PatientReminder => "patient_reminder";
     CancelFutureAppointments => "cancel_future_appointments";
+    WebhookFanOut => "webhook_fan_out";
 }
 
 impl fmt::Display for Listener {
@@ -75,9 +80,15 @@ pub fn listeners(event: EventType) -> &'static [Listener] {
     }
 }
 
-/// True when `listener` is routed for `event` (a message naming another pair is permanently wrong).
+/// The listeners the dispatcher starts for an event: [`listeners`], then the webhook fan-out when
+/// `webhooks` (an enabled endpoint of the workspace subscribes to the type).
+pub fn routed(event: EventType, webhooks: bool) -> impl Iterator<Item = Listener> {
+    listeners(event).iter().copied().chain(webhooks.then_some(Listener::WebhookFanOut))
+}
+
+/// True when `listener` may run for `event` (a message naming another pair is permanently wrong).
 pub fn is_routed(event: EventType, listener: Listener) -> bool {
-    listeners(event).contains(&listener)
+    listener == Listener::WebhookFanOut || listeners(event).contains(&listener)
 }
 
 #[cfg(test)]
@@ -106,7 +117,13 @@ mod tests {
         );
         assert_eq!(listeners(EventType::PatientDeleted), &[Listener::CancelFutureAppointments]);
         assert!(listeners(EventType::PatientCreated).is_empty());
-        // Every listener is reachable from some event type.
+        // Every listener is reachable from some event type; the fan-out from every type.
+        routed.insert(Listener::WebhookFanOut);
         assert_eq!(routed.len(), Listener::ALL.len());
+        for event in EventType::ALL {
+            assert!(is_routed(*event, Listener::WebhookFanOut));
+            assert_eq!(super::routed(*event, false).collect::<Vec<_>>(), listeners(*event));
+            assert_eq!(super::routed(*event, true).last(), Some(Listener::WebhookFanOut));
+        }
     }
 }

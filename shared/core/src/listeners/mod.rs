@@ -23,7 +23,7 @@ pub mod pointer;
 pub mod rejections;
 mod workflows;
 
-pub use map::{is_routed, listeners, Listener};
+pub use map::{is_routed, listeners, routed, Listener};
 pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
 pub use workflows::{deliver, run, run_with};
 

@@ -74,6 +74,10 @@ async fn work(
     use Recipient::{Patient, Practitioner};
     let (recipient, freshness, template) = match listener {
         Listener::CancelFutureAppointments => return cancel_future_appointments(tx, env).await,
+        Listener::WebhookFanOut => {
+            let created = crate::webhooks::fanout::fan_out(tx, env).await?;
+            return Ok(ListenerOutcome::Applied { effects: created as usize });
+        }
         Listener::PatientBookingConfirmation => (Patient, Current, "appointment.booking_confirmation"),
         Listener::PatientRescheduleNotice => (Patient, Current, "appointment.reschedule_notice"),
         Listener::PatientReminder => (Patient, Current, "appointment.reminder"),

@@ -88,6 +88,7 @@ pub async fn explain(
         causes(client, e).await?,
         caused(client, e).await?,
         actions(client, e).await?,
+        webhook_deliveries(client, e).await?,
     ];
     Ok(Some(Explanation {
         event_id: e.id,
@@ -346,4 +347,12 @@ async fn actions(client: &impl GenericClient, e: &Envelope) -> DomainResult<Sect
         })
         .collect();
     Ok(section("actions", "operator_actions", rows))
+}
+
+/// `webhook_deliveries`: one row per endpoint the event was sent to (ids, statuses, codes).
+async fn webhook_deliveries(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
+    let items =
+        crate::webhooks::store::list(client, e.workspace_id, None, Some(e.id), None, MAX_ROWS).await?;
+    let rows = items.iter().map(|item| serde_json::to_value(item).unwrap_or_default()).collect();
+    Ok(section("webhook deliveries", "webhook_deliveries", rows))
 }

@@ -9,7 +9,7 @@ use crate::db::sql;
 use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
-use crate::listeners::{listeners, Listener};
+use crate::listeners::{routed, Listener};
 
 fn claim_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
@@ -18,6 +18,7 @@ fn claim_sql() -> &'static str {
             .replace("{DUE}", super::due::DUE)
             .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
             .replace("{HELD_CODE}", super::HELD_CODE)
+            .replace("{SUBSCRIBED_TO_E}", &crate::webhooks::fanout::SUBSCRIBED.replace("$2::text", "e.type"))
     })
 }
 
@@ -38,6 +39,9 @@ pub struct Claimed {
     pub unknown_listeners: Vec<String>,
     /// Listeners paused in the event's workspace ([`crate::operator::pause`]): not started, held.
     pub paused: Vec<Listener>,
+    /// An enabled webhook endpoint of the workspace subscribes to the event's type: the webhook
+    /// fan-out is routed ([`crate::listeners::routed`]).
+    pub webhooks: bool,
 }
 
 impl Claimed {
@@ -53,7 +57,7 @@ impl Claimed {
     }
 
     fn due(&self) -> impl Iterator<Item = Listener> + '_ {
-        listeners(self.envelope.event_type).iter().copied().filter(move |listener| {
+        routed(self.envelope.event_type, self.webhooks).filter(move |listener| {
             self.only_listeners.as_ref().is_none_or(|only| only.contains(listener))
                 && !self.started.contains(listener)
         })
@@ -169,6 +173,7 @@ pub async fn claim_with_ceiling(
                         .get::<_, Option<Vec<String>>>("paused")
                         .map(|names| parse_listeners(names).0)
                         .unwrap_or_default(),
+                    webhooks: row.get("webhooks"),
                 })
             }
             Err(error) => claim.unreadable.push(Unreadable {
@@ -196,6 +201,7 @@ mod tests {
             started,
             unknown_listeners: Vec::new(),
             paused: vec![],
+            webhooks: false,
         }
     }
 

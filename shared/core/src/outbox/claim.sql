@@ -5,7 +5,8 @@
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
 -- A row held for a paused listener (its attempt given back) also returns its started listeners, and
--- every row returns its workspace's paused listeners (a tiny table).
+-- every row returns its workspace's paused listeners (a tiny table), and whether an enabled webhook
+-- endpoint of its workspace subscribes to its type (the webhook fan-out starts only then).
 --
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
@@ -44,4 +45,6 @@ RETURNING o.attempts,
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
           {ENVELOPE_COLUMNS},
-          ARRAY(SELECT p.listener FROM listener_pauses p WHERE p.workspace_id = e.workspace_id) AS paused
+          ARRAY(SELECT p.listener FROM listener_pauses p WHERE p.workspace_id = e.workspace_id) AS paused,
+          EXISTS (SELECT 1 FROM webhook_endpoints w
+                  WHERE w.workspace_id = e.workspace_id AND {SUBSCRIBED_TO_E}) AS webhooks

@@ -18,6 +18,12 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("workspaces", &["SELECT"]),
     ("members", &["SELECT"]),
     ("schema_migrations", &["SELECT"]),
+    // Webhooks (V12): endpoints are the workspace's own configuration; deliveries change only their
+    // lifecycle columns (checked below) and are swept when delivered; the endpoint audit is append-only.
+    ("webhook_endpoints", &["DELETE", "INSERT", "SELECT", "UPDATE"]),
+    ("webhook_deliveries", &["DELETE", "INSERT", "SELECT"]),
+    ("webhook_attempts", &["DELETE", "INSERT", "SELECT"]),
+    ("webhook_endpoint_actions", &["INSERT", "SELECT"]),
 ];
 
 async fn refused(client: &tokio_postgres::Client, statement: &str) {
@@ -81,6 +87,12 @@ async fn clinic_app_holds_only_what_the_code_uses() {
         "UPDATE members SET role = 'admin'",
         "DELETE FROM members",
         "CREATE TABLE public.scratch (id int)",
+        "UPDATE webhook_endpoint_actions SET actor = 'x'",
+        "DELETE FROM webhook_endpoint_actions",
+        "TRUNCATE webhook_endpoint_actions",
+        "UPDATE webhook_deliveries SET event_id = gen_random_uuid()",
+        "UPDATE webhook_deliveries SET endpoint_id = gen_random_uuid()",
+        "UPDATE webhook_attempts SET status_code = 200",
     ] {
         refused(&role, statement).await;
     }

@@ -24,6 +24,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             correlation: CorrelationKeys::new(b"health-test-correlation-key", None),
             readiness: Readiness::new(interval),
             subject_claim: "sub".into(),
+            webhook_egress: Default::default(),
         },
     }
 }

@@ -15,7 +15,9 @@ fn body_for(method: &str, template: &str) -> Option<Value> {
         ("patch", _) if template.starts_with("/v1/practitioners/") => {
             json!({"displayName": "Isolation", "expectedVersion": 1})
         }
+        ("patch", _) if template.starts_with("/v1/webhooks/") => json!({"description": "Isolation"}),
         ("patch", _) => json!({"givenName": "Isolation", "expectedVersion": 1}),
+        ("post", "recover") => json!({"since": "2000-01-01T00:00:00Z"}),
         ("post", "reschedule") => {
             json!({"startsAt": "2035-05-02T09:00:00Z", "endsAt": "2035-05-02T09:30:00Z"})
         }
@@ -39,6 +41,8 @@ fn id_for<'a>(template: &str, b: &'a BIds) -> &'a str {
         &b.dead_event
     } else if template.starts_with("/v1/system/deliveries/") {
         &b.dead_delivery
+    } else if template.starts_with("/v1/webhooks/endpoints/") {
+        &b.webhook_endpoint
     } else {
         panic!("{template}: unknown path parameter; teach isolation_every_route which of B's ids it takes")
     }
@@ -50,6 +54,7 @@ struct BIds {
     appointment: String,
     dead_event: String,
     dead_delivery: String,
+    webhook_endpoint: String,
 }
 
 impl BIds {
@@ -84,7 +89,23 @@ impl BIds {
             .await
             .unwrap()
             .get(0);
+        // A webhook endpoint of B's (and a failed delivery, the state recover would act on).
+        let endpoint: uuid::Uuid = conn
+            .query_one(
+                "INSERT INTO webhook_endpoints (id, workspace_id, url, secret) SELECT gen_random_uuid(),                  workspace_id, 'https://hooks.example.com/b', 'whsec_probe' FROM events WHERE id = $1 RETURNING id",
+                &[&dead],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        conn.execute(
+            "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status)              SELECT gen_random_uuid(), $1, workspace_id, id, type, 'failed' FROM events WHERE id = $2",
+            &[&endpoint, &dead],
+        )
+        .await
+        .unwrap();
         BIds {
+            webhook_endpoint: ulid::Ulid::from(endpoint).to_string(),
             patient: patient["id"].as_str().unwrap().to_owned(),
             practitioner: practitioner["id"].as_str().unwrap().to_owned(),
             appointment: appointment["id"].as_str().unwrap().to_owned(),
@@ -93,8 +114,15 @@ impl BIds {
         }
     }
 
-    fn all(&self) -> [&str; 5] {
-        [&self.patient, &self.practitioner, &self.appointment, &self.dead_event, &self.dead_delivery]
+    fn all(&self) -> [&str; 6] {
+        [
+            &self.patient,
+            &self.practitioner,
+            &self.appointment,
+            &self.dead_event,
+            &self.dead_delivery,
+            &self.webhook_endpoint,
+        ]
     }
 }
 
@@ -114,7 +142,10 @@ async fn b_state(app: &TestApp, workspace: &str) -> String {
                   FROM event_outbox o JOIN events e ON e.id = o.event_id WHERE e.workspace_id = $1), \
                (SELECT string_agg(n.id::text || n.status || n.attempts, ',' ORDER BY n.id) \
                   FROM notifications n WHERE n.workspace_id = $1), \
-               (SELECT count(*)::text FROM operator_actions))",
+               (SELECT count(*)::text FROM operator_actions), \
+               (SELECT string_agg(w::text, ',' ORDER BY w.id) FROM webhook_endpoints w WHERE workspace_id = $1), \
+               (SELECT string_agg(d::text, ',' ORDER BY d.id) FROM webhook_deliveries d WHERE workspace_id = $1), \
+               (SELECT count(*)::text FROM webhook_endpoint_actions))",
             &[&uuid],
         )
         .await

@@ -48,7 +48,8 @@ async fn explain_shows_the_whole_path_with_ids_and_codes_only_and_the_causation_
             "deliveries",
             "causes",
             "caused",
-            "actions"
+            "actions",
+            "webhook deliveries"
         ]
     );
     assert_eq!(section(body, "envelope")[0]["publishedName"], "clinic.appointment.created.v1");

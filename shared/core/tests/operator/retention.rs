@@ -171,3 +171,53 @@ async fn the_sweep_stops_when_its_time_budget_is_spent() {
     assert_eq!(report.batches, 0);
     assert_eq!(counts(&scene).await, before);
 }
+
+/// Delivered webhook deliveries older than the retention go (with their attempts); newer ones and
+/// failed ones stay (recover-since needs them).
+#[tokio::test]
+async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
+    let scene = Scene::new().await;
+    let client = scene.app.db.client().await;
+    let workspace = scene.app.workspace.id;
+    client
+        .execute(
+            "INSERT INTO webhook_endpoints (id, workspace_id, url, secret) \
+             VALUES (gen_random_uuid(), $1, 'https://hooks.example.com/', 'whsec_x')",
+            &[&workspace],
+        )
+        .await
+        .unwrap();
+    for (status, age_hours) in [("delivered", 400), ("delivered", 1), ("failed", 400), ("retry", 400)] {
+        client
+            .execute(
+                "WITH d AS (INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, \
+                   status, updated_at) SELECT gen_random_uuid(), id, workspace_id, gen_random_uuid(), \
+                   'appointment.created', $1, now() - $2::float8 * interval '1 hour' FROM webhook_endpoints \
+                   RETURNING id, endpoint_id, workspace_id) \
+                 INSERT INTO webhook_attempts (id, delivery_id, endpoint_id, workspace_id, attempt, duration_ms) \
+                 SELECT gen_random_uuid(), id, endpoint_id, workspace_id, 1, 5 FROM d",
+                &[&status, &(age_hours as f64)],
+            )
+            .await
+            .unwrap();
+    }
+    let report = sweep(&scene.app.db.pool, &RetentionConfig::default(), Utc::now()).await.unwrap();
+    assert_eq!(report.webhook_deliveries, 1);
+    assert!(report.complete);
+    let left: Vec<(String, bool)> = client
+        .query(
+            "SELECT status, updated_at > now() - interval '2 hours' FROM webhook_deliveries ORDER BY 1, 2",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    assert_eq!(left, vec![("delivered".into(), true), ("failed".into(), false), ("retry".into(), false)]);
+    assert_eq!(
+        scene.app.count("SELECT 1 FROM webhook_attempts").await,
+        3,
+        "attempts went with their delivery"
+    );
+}

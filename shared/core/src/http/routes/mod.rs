@@ -15,6 +15,7 @@ pub mod practitioners;
 pub mod recovery;
 pub mod rejections;
 pub mod timelines;
+pub mod webhooks;
 
 use std::str::FromStr;
 

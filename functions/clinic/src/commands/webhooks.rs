@@ -1,0 +1,271 @@
+//! `clinic webhooks create|list|show|update|disable|enable|delete|rotate|recover|deliveries|send`:
+//! a workspace's webhook endpoints without SQL, through the same functions as the admin routes
+//! (`clinic_core::webhooks`). Every command prints one JSON document; changes need `--actor` and are
+//! audited in `webhook_endpoint_actions`. `create` and `rotate` print the secret — the only time it
+//! is shown. `send` runs the sender once over every due delivery (what the housekeeping `webhooks`
+//! mode does on its schedule). URLs pass the SSRF guard before they are stored.
+
+use anyhow::{anyhow, Context};
+use clinic_core::error::DomainError;
+use clinic_core::ids::{EventId, WebhookEndpointId, WorkspaceId};
+use clinic_core::operator::Operator;
+use clinic_core::webhooks::endpoints::{self, EndpointChange, NewEndpoint};
+use clinic_core::webhooks::{guard, store, WebhookConfig, WebhookSender};
+use serde_json::{json, Value};
+
+use super::outbox::{pool, print};
+
+#[derive(Debug, clap::Args)]
+pub struct WebhooksArgs {
+    #[command(subcommand)]
+    command: WebhooksCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum WebhooksCommand {
+    /// Register an endpoint; prints it with its signing secret (shown once).
+    Create(CreateArgs),
+    /// The workspace's endpoints (never secrets).
+    List(WorkspaceArg),
+    /// One endpoint.
+    Show(EndpointArg),
+    /// Change url, description or event types.
+    Update(UpdateArgs),
+    /// Stop sending to an endpoint (its pending deliveries are kept).
+    Disable(ActorEndpointArg),
+    /// Send to an endpoint again (clears its failure clock).
+    Enable(ActorEndpointArg),
+    /// Delete an endpoint with its deliveries (the audit keeps its history).
+    Delete(ActorEndpointArg),
+    /// New secret; the previous one keeps signing for --overlap-hours.
+    Rotate(RotateArgs),
+    /// Send again every failed delivery created since a time (same webhook-id).
+    Recover(RecoverArgs),
+    /// Deliveries, newest first (ids, statuses, codes).
+    Deliveries(DeliveriesArgs),
+    /// Send every due delivery once.
+    Send,
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkspaceArg {
+    /// The workspace (ULID).
+    #[arg(long)]
+    workspace: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct EndpointArg {
+    /// The endpoint id (ULID).
+    id: String,
+    #[command(flatten)]
+    workspace: WorkspaceArg,
+}
+
+#[derive(Debug, clap::Args)]
+struct ActorEndpointArg {
+    #[command(flatten)]
+    endpoint: EndpointArg,
+    /// Who is acting (recorded in the audit), e.g. `ops:alice`.
+    #[arg(long)]
+    actor: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct CreateArgs {
+    #[command(flatten)]
+    workspace: WorkspaceArg,
+    #[arg(long)]
+    url: String,
+    #[arg(long, default_value = "")]
+    description: String,
+    /// Event types to send (repeat or comma-separate; none: every type).
+    #[arg(long = "event-type", value_delimiter = ',')]
+    event_types: Vec<String>,
+    #[arg(long)]
+    actor: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct UpdateArgs {
+    #[command(flatten)]
+    target: ActorEndpointArg,
+    #[arg(long)]
+    url: Option<String>,
+    #[arg(long)]
+    description: Option<String>,
+    /// Replaces the filter (comma-separated; `--event-type ''` clears it: every type).
+    #[arg(long = "event-type", value_delimiter = ',')]
+    event_types: Option<Vec<String>>,
+}
+
+#[derive(Debug, clap::Args)]
+struct RotateArgs {
+    #[command(flatten)]
+    target: ActorEndpointArg,
+    /// Hours the previous secret keeps signing (0–168).
+    #[arg(long, default_value_t = 24)]
+    overlap_hours: i64,
+}
+
+#[derive(Debug, clap::Args)]
+struct RecoverArgs {
+    #[command(flatten)]
+    target: ActorEndpointArg,
+    /// RFC 3339 time, e.g. 2026-12-01T00:00:00Z.
+    #[arg(long)]
+    since: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct DeliveriesArgs {
+    #[command(flatten)]
+    workspace: WorkspaceArg,
+    #[arg(long)]
+    endpoint: Option<String>,
+    #[arg(long)]
+    event: Option<String>,
+    /// pending, sending, delivered, retry or failed.
+    #[arg(long)]
+    status: Option<String>,
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(i64).range(1..=1000))]
+    limit: i64,
+}
+
+fn ulid<T: std::str::FromStr>(raw: &str, name: &str) -> anyhow::Result<T> {
+    raw.parse().map_err(|_| anyhow!("{name} must be a ULID (26 characters)"))
+}
+
+fn actor(raw: &str) -> anyhow::Result<String> {
+    Ok(Operator::parse(raw).map_err(|e| anyhow!("invalid --actor: {}", e.message))?.as_str().to_owned())
+}
+
+fn explain(error: DomainError) -> anyhow::Error {
+    match error {
+        DomainError::NotFound => anyhow!("no such endpoint in that workspace"),
+        DomainError::Invalid(field) => anyhow!("invalid {}: {}", field.field, field.message),
+        other => anyhow::Error::new(other),
+    }
+}
+
+async fn check_url(url: &str) -> anyhow::Result<()> {
+    let egress = WebhookConfig::from_env(true)?.egress;
+    guard::check_url(url, egress, &guard::SystemResolver)
+        .await
+        .map_err(|refused| anyhow!("invalid --url: {refused}"))
+}
+
+fn types_body(types: &[String]) -> Value {
+    Value::from(types.iter().filter(|t| !t.is_empty()).map(|t| Value::from(t.as_str())).collect::<Vec<_>>())
+}
+
+pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
+    use WebhooksCommand as C;
+    if let C::Send = args.command {
+        let (pool, _cluster) = pool().await?;
+        let source =
+            clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+        let sender =
+            WebhookSender::new(pool, WebhookConfig::from_env(true)?, clinic_sqs::webhook_body(&source));
+        return print(serde_json::to_value(sender.send_due(1000).await?)?);
+    }
+    let (pool, _cluster) = pool().await?;
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    let answer: Value = match args.command {
+        C::Create(a) => {
+            let workspace: WorkspaceId = ulid(&a.workspace.workspace, "--workspace")?;
+            let body =
+                json!({"url": a.url, "description": a.description, "eventTypes": types_body(&a.event_types)});
+            let new =
+                NewEndpoint::try_from(&body).map_err(|e| anyhow!("invalid {}: {}", e.field, e.message))?;
+            check_url(&new.url).await?;
+            serde_json::to_value(
+                endpoints::create(&tx, workspace, &new, &actor(&a.actor)?).await.map_err(explain)?,
+            )?
+        }
+        C::List(a) => {
+            let workspace: WorkspaceId = ulid(&a.workspace, "--workspace")?;
+            json!({ "items": endpoints::list(&tx, workspace).await.map_err(explain)? })
+        }
+        C::Show(a) => {
+            let (workspace, id) = target(&a)?;
+            serde_json::to_value(endpoints::get(&tx, workspace, id).await.map_err(explain)?)?
+        }
+        C::Update(a) => {
+            let (workspace, id) = target(&a.target.endpoint)?;
+            let mut body = serde_json::Map::new();
+            if let Some(url) = &a.url {
+                check_url(url).await?;
+                body.insert("url".into(), url.as_str().into());
+            }
+            if let Some(description) = &a.description {
+                body.insert("description".into(), description.as_str().into());
+            }
+            if let Some(types) = &a.event_types {
+                body.insert("eventTypes".into(), types_body(types));
+            }
+            let change = EndpointChange::try_from(&Value::Object(body))
+                .map_err(|e| anyhow!("invalid {}: {}", e.field, e.message))?;
+            let actor = actor(&a.target.actor)?;
+            serde_json::to_value(
+                endpoints::update(&tx, workspace, id, &change, &actor).await.map_err(explain)?,
+            )?
+        }
+        C::Disable(a) => enable(&tx, &a, false).await?,
+        C::Enable(a) => enable(&tx, &a, true).await?,
+        C::Delete(a) => {
+            let (workspace, id) = target(&a.endpoint)?;
+            endpoints::delete(&tx, workspace, id, &actor(&a.actor)?).await.map_err(explain)?;
+            json!({ "deleted": id })
+        }
+        C::Rotate(a) => {
+            let (workspace, id) = target(&a.target.endpoint)?;
+            let actor = actor(&a.target.actor)?;
+            serde_json::to_value(
+                endpoints::rotate(&tx, workspace, id, a.overlap_hours, &actor).await.map_err(explain)?,
+            )?
+        }
+        C::Recover(a) => {
+            let (workspace, id) = target(&a.target.endpoint)?;
+            let since = chrono::DateTime::parse_from_rfc3339(&a.since)
+                .context("--since must be an RFC 3339 time")?
+                .with_timezone(&chrono::Utc);
+            let actor = actor(&a.target.actor)?;
+            endpoints::get(&tx, workspace, id).await.map_err(explain)?;
+            let recovered = store::recover(&tx, workspace, id, since).await?;
+            endpoints::audit(&tx, workspace, id, "recover", &actor, json!({ "recovered": recovered }))
+                .await?;
+            json!({ "endpointId": id, "since": since, "recovered": recovered })
+        }
+        C::Deliveries(a) => {
+            let workspace: WorkspaceId = ulid(&a.workspace.workspace, "--workspace")?;
+            let endpoint: Option<WebhookEndpointId> =
+                a.endpoint.as_deref().map(|raw| ulid(raw, "--endpoint")).transpose()?;
+            let event: Option<EventId> = a.event.as_deref().map(|raw| ulid(raw, "--event")).transpose()?;
+            let items = store::list(&tx, workspace, endpoint, event, a.status.as_deref(), a.limit)
+                .await
+                .map_err(explain)?;
+            json!({ "items": items })
+        }
+        C::Send => unreachable!("handled above"),
+    };
+    tx.commit().await?;
+    print(answer)
+}
+
+fn target(arg: &EndpointArg) -> anyhow::Result<(WorkspaceId, WebhookEndpointId)> {
+    Ok((ulid(&arg.workspace.workspace, "--workspace")?, ulid(&arg.id, "the endpoint id")?))
+}
+
+async fn enable(
+    tx: &clinic_core::db::Tx<'_>,
+    arg: &ActorEndpointArg,
+    enabled: bool,
+) -> anyhow::Result<Value> {
+    let (workspace, id) = target(&arg.endpoint)?;
+    let change = EndpointChange { enabled: Some(enabled), ..EndpointChange::default() };
+    let endpoint =
+        endpoints::update(tx, workspace, id, &change, &actor(&arg.actor)?).await.map_err(explain)?;
+    Ok(serde_json::to_value(endpoint)?)
+}

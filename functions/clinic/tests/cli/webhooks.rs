@@ -1,0 +1,100 @@
+//! `clinic webhooks …` against a fresh database: create (secret shown once, URL checked by the SSRF
+//! guard), list without secrets, rotate, disable/enable, recover, deliveries and delete — each change
+//! audited.
+
+use clinic_testkit::app::TestApp;
+
+use super::support::{clinic, clinic_with};
+
+const LOOPBACK: &[(&str, &str)] = &[("CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP", "1")];
+
+#[tokio::test]
+async fn endpoints_are_managed_and_audited_from_the_cli() {
+    let app = TestApp::new().await;
+    let workspace = app.workspace.id.to_string();
+    let ws = workspace.as_str();
+
+    // The guard refuses private addresses and plain http (without the dev setting) before storing.
+    for url in ["https://10.1.2.3/hook", "http://127.0.0.1:9/hook", "https://[fd00::1]/"] {
+        let refused =
+            clinic(&app, &["webhooks", "create", "--workspace", ws, "--url", url, "--actor", "ops:t"]).await;
+        assert_ne!(refused.code, 0, "{url} was accepted: {}", refused.stdout);
+        assert!(refused.stderr.contains("--url"), "{}", refused.stderr);
+    }
+    assert_eq!(app.count("SELECT 1 FROM webhook_endpoints").await, 0);
+
+    let args = ["webhooks", "create", "--workspace", ws, "--url", "http://127.0.0.1:9/hook"];
+    let created = clinic_with(
+        &app,
+        LOOPBACK,
+        &[&args[..], &["--event-type", "appointment.created", "--actor", "ops:t"]].concat(),
+    )
+    .await
+    .json();
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    assert_eq!(created["eventTypes"], serde_json::json!(["appointment.created"]));
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    let listed = clinic(&app, &["webhooks", "list", "--workspace", ws]).await;
+    assert!(!listed.stdout.contains(&secret), "list never shows a secret");
+    assert_eq!(listed.json()["items"].as_array().unwrap().len(), 1);
+
+    let rotated =
+        clinic(&app, &["webhooks", "rotate", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
+    assert_ne!(rotated["secret"], secret.as_str());
+    assert!(rotated["previousSecretExpiresAt"].is_string(), "the old secret signs during the overlap");
+
+    let disabled =
+        clinic(&app, &["webhooks", "disable", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
+    assert_eq!(disabled["enabled"], false);
+    assert_eq!(disabled["disabledReason"], "operator");
+    let enabled =
+        clinic(&app, &["webhooks", "enable", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
+    assert_eq!(enabled["enabled"], true);
+
+    let recover = [
+        "webhooks",
+        "recover",
+        &id,
+        "--workspace",
+        ws,
+        "--actor",
+        "ops:t",
+        "--since",
+        "2026-01-01T00:00:00Z",
+    ];
+    assert_eq!(clinic(&app, &recover).await.json()["recovered"], 0);
+    let deliveries = clinic(&app, &["webhooks", "deliveries", "--workspace", ws]).await.json();
+    assert_eq!(deliveries["items"], serde_json::json!([]));
+
+    // Another workspace's id looks missing; nothing changes.
+    let other = ulid::Ulid::generate().to_string();
+    let missing =
+        clinic(&app, &["webhooks", "disable", &id, "--workspace", &other, "--actor", "ops:t"]).await;
+    assert_ne!(missing.code, 0);
+
+    assert_eq!(
+        clinic(&app, &["webhooks", "delete", &id, "--workspace", ws, "--actor", "ops:t"]).await.json()
+            ["deleted"],
+        id.as_str()
+    );
+    let actions: Vec<String> = app
+        .db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query("SELECT action FROM webhook_endpoint_actions ORDER BY created_at, id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(actions, ["create", "rotate", "disable", "enable", "recover", "delete"]);
+    let query = format!(
+        "SELECT 1 FROM webhook_endpoint_actions WHERE detail::text LIKE '%{}%' OR actor LIKE '%whsec%'",
+        &secret[6..20]
+    );
+    assert_eq!(app.count(&query).await, 0, "no secret in the audit");
+}

@@ -1,0 +1,402 @@
+//! Webhook endpoints: what an admin registers, and the one repository over `webhook_endpoints` and
+//! its append-only audit `webhook_endpoint_actions`.
+//!
+//! Invariants:
+//! - Every change runs on the caller's transaction together with its audit row (action, actor, the
+//!   names of the fields changed — never a URL, a description or a secret).
+//! - A URL is checked by the SSRF guard ([`super::guard`]) before it is stored; the sender checks it
+//!   again at every attempt.
+//! - The secrets leave this module only inside [`Signing`] (for the sender) and in the one answer of
+//!   create and rotate ([`Created`]); [`Endpoint`] (what lists and reads answer) has no secret.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::signing::Secret;
+use crate::db::sql;
+use crate::domain::input::FieldError;
+use crate::error::{DomainError, DomainResult};
+use crate::events::EventType;
+use crate::ids::{WebhookEndpointId, WorkspaceId};
+
+const MAX_EVENT_TYPES: usize = 20;
+const MAX_DESCRIPTION: usize = 200;
+/// The longest rotation overlap an admin may ask for.
+pub const MAX_OVERLAP_HOURS: i64 = 168;
+
+/// An endpoint as answered by the API (no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Endpoint {
+    pub id: WebhookEndpointId,
+    pub workspace_id: WorkspaceId,
+    pub url: String,
+    pub description: String,
+    /// Empty: every event type.
+    pub event_types: Vec<String>,
+    pub enabled: bool,
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// `operator` or `failing` (disabled automatically after failing for days).
+    pub disabled_reason: Option<String>,
+    /// While set, the previous secret still signs (rotation overlap).
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    pub failing_since: Option<DateTime<Utc>>,
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// The answer of create and rotate: the endpoint and its new secret, shown this once.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Created {
+    #[serde(flatten)]
+    pub endpoint: Endpoint,
+    pub secret: String,
+}
+
+/// The secrets that sign a delivery now: the current one and, during an overlap, the previous.
+#[derive(Debug, Clone)]
+pub struct Signing {
+    pub current: Secret,
+    pub previous: Option<Secret>,
+}
+
+impl Signing {
+    pub fn all(&self) -> Vec<&Secret> {
+        std::iter::once(&self.current).chain(self.previous.as_ref()).collect()
+    }
+}
+
+/// A create request (`POST /v1/webhooks/endpoints`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewEndpoint {
+    pub url: String,
+    pub description: String,
+    pub event_types: Vec<EventType>,
+}
+
+/// An update (`PATCH`): any subset.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EndpointChange {
+    pub url: Option<String>,
+    pub description: Option<String>,
+    pub event_types: Option<Vec<EventType>>,
+    pub enabled: Option<bool>,
+}
+
+impl EndpointChange {
+    /// The names of the fields this change sets (the audit's detail).
+    pub fn fields(&self) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        for (set, name) in [
+            (self.url.is_some(), "url"),
+            (self.description.is_some(), "description"),
+            (self.event_types.is_some(), "eventTypes"),
+            (self.enabled.is_some(), "enabled"),
+        ] {
+            if set {
+                fields.push(name);
+            }
+        }
+        fields
+    }
+}
+
+fn object(body: &Value) -> Result<&serde_json::Map<String, Value>, FieldError> {
+    body.as_object().ok_or_else(|| FieldError::new("body", "must be a JSON object"))
+}
+
+fn reject_unknown(map: &serde_json::Map<String, Value>, known: &[&str]) -> Result<(), FieldError> {
+    match map.keys().find(|key| !known.contains(&key.as_str())) {
+        Some(key) => Err(FieldError::new(key.clone(), "is not a field of this request")),
+        None => Ok(()),
+    }
+}
+
+fn url_field(value: &Value) -> Result<String, FieldError> {
+    let url = value.as_str().ok_or_else(|| FieldError::new("url", "must be a string"))?;
+    super::guard::EndpointUrl::parse(url)
+        .map_err(|refused| FieldError::new("url", refused.to_string()))
+        .map(|_| url.to_owned())
+}
+
+fn description_field(value: &Value) -> Result<String, FieldError> {
+    let text = value.as_str().ok_or_else(|| FieldError::new("description", "must be a string"))?;
+    if text.chars().count() > MAX_DESCRIPTION || text.chars().any(char::is_control) {
+        return Err(FieldError::new(
+            "description",
+            format!("must be at most {MAX_DESCRIPTION} characters without control characters"),
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+fn event_types_field(value: &Value) -> Result<Vec<EventType>, FieldError> {
+    let bad = || FieldError::new("eventTypes", "must be a list of event type names (empty: every type)");
+    let items = value.as_array().ok_or_else(bad)?;
+    if items.len() > MAX_EVENT_TYPES {
+        return Err(FieldError::new("eventTypes", format!("must list at most {MAX_EVENT_TYPES} types")));
+    }
+    let mut types = Vec::with_capacity(items.len());
+    for item in items {
+        let name = item.as_str().ok_or_else(bad)?;
+        let parsed = EventType::parse(name)
+            .ok_or_else(|| FieldError::new("eventTypes", format!("unknown event type {name:?}")))?;
+        if !types.contains(&parsed) {
+            types.push(parsed);
+        }
+    }
+    Ok(types)
+}
+
+impl TryFrom<&Value> for NewEndpoint {
+    type Error = FieldError;
+
+    fn try_from(body: &Value) -> Result<Self, FieldError> {
+        let map = object(body)?;
+        reject_unknown(map, &["url", "description", "eventTypes"])?;
+        let url = url_field(map.get("url").ok_or_else(|| FieldError::new("url", "is required"))?)?;
+        let description = map.get("description").map(description_field).transpose()?.unwrap_or_default();
+        let event_types = map.get("eventTypes").map(event_types_field).transpose()?.unwrap_or_default();
+        Ok(NewEndpoint { url, description, event_types })
+    }
+}
+
+impl TryFrom<&Value> for EndpointChange {
+    type Error = FieldError;
+
+    fn try_from(body: &Value) -> Result<Self, FieldError> {
+        let map = object(body)?;
+        reject_unknown(map, &["url", "description", "eventTypes", "enabled"])?;
+        let change = EndpointChange {
+            url: map.get("url").map(url_field).transpose()?,
+            description: map.get("description").map(description_field).transpose()?,
+            event_types: map.get("eventTypes").map(event_types_field).transpose()?,
+            enabled: map
+                .get("enabled")
+                .map(|v| v.as_bool().ok_or_else(|| FieldError::new("enabled", "must be true or false")))
+                .transpose()?,
+        };
+        if change.fields().is_empty() {
+            return Err(FieldError::new("body", "names no field to change"));
+        }
+        Ok(change)
+    }
+}
+
+fn names(types: &[EventType]) -> Vec<String> {
+    types.iter().map(|t| t.as_str().to_owned()).collect()
+}
+
+const COLUMNS: &str =
+    "id, workspace_id, url, description, event_types, enabled, disabled_at, disabled_reason, \
+     previous_expires_at, failing_since, version, created_at, updated_at";
+
+fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
+    Endpoint {
+        id: row.get("id"),
+        workspace_id: row.get("workspace_id"),
+        url: row.get("url"),
+        description: row.get("description"),
+        event_types: row.get("event_types"),
+        enabled: row.get("enabled"),
+        disabled_at: row.get("disabled_at"),
+        disabled_reason: row.get("disabled_reason"),
+        previous_secret_expires_at: row.get("previous_expires_at"),
+        failing_since: row.get("failing_since"),
+        version: row.get("version"),
+        created_at: row.get("created_at"),
+        updated_at: row.get("updated_at"),
+    }
+}
+
+const AUDIT: &str =
+    "INSERT INTO webhook_endpoint_actions (id, workspace_id, endpoint_id, action, actor, detail) \
+     VALUES ($1, $2, $3, $4, $5, $6)";
+
+/// Appends one audit row (`detail`: field names, counts and codes only).
+pub async fn audit(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    endpoint: WebhookEndpointId,
+    action: &str,
+    actor: &str,
+    detail: Value,
+) -> Result<(), tokio_postgres::Error> {
+    let id = uuid::Uuid::from(ulid::Ulid::generate());
+    sql::execute(client, AUDIT, &[&id, &workspace, &endpoint, &action, &actor, &detail]).await.map(|_| ())
+}
+
+/// Stores a new endpoint with a fresh secret; answers it with the secret (shown once).
+pub async fn create(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    new: &NewEndpoint,
+    actor: &str,
+) -> DomainResult<Created> {
+    let id = WebhookEndpointId::generate();
+    let secret = Secret::generate();
+    let insert = format!(
+        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+    );
+    let types = names(&new.event_types);
+    let row = sql::query_one(
+        client,
+        &insert,
+        &[&id, &workspace, &new.url, &new.description, &types, &secret.expose()],
+    )
+    .await?;
+    audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
+    Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
+}
+
+/// The workspace's endpoints, oldest first (a workspace has few).
+pub async fn list(client: &impl GenericClient, workspace: WorkspaceId) -> DomainResult<Vec<Endpoint>> {
+    let select =
+        format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY id LIMIT 500");
+    Ok(sql::query(client, &select, &[&workspace]).await?.iter().map(endpoint).collect())
+}
+
+/// One endpoint of the workspace (another workspace's answers `NotFound`, like a missing one).
+pub async fn get(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+) -> DomainResult<Endpoint> {
+    let select = format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2");
+    sql::query_opt(client, &select, &[&workspace, &id])
+        .await?
+        .map(|row| endpoint(&row))
+        .ok_or(DomainError::NotFound)
+}
+
+const UPDATE: &str = "UPDATE webhook_endpoints SET \
+       url = COALESCE($3, url), description = COALESCE($4, description), \
+       event_types = COALESCE($5, event_types), \
+       enabled = COALESCE($6, enabled), \
+       disabled_at = CASE WHEN $6 IS NULL THEN disabled_at WHEN $6 THEN NULL ELSE COALESCE(disabled_at, now()) END, \
+       disabled_reason = CASE WHEN $6 IS NULL THEN disabled_reason WHEN $6 THEN NULL \
+                              ELSE COALESCE(disabled_reason, 'operator') END, \
+       failing_since = CASE WHEN $6 THEN NULL ELSE failing_since END, \
+       version = version + 1, updated_at = now() \
+     WHERE workspace_id = $1 AND id = $2 RETURNING ";
+
+/// Applies `change`; enabling clears the failure clock, disabling keeps pending deliveries.
+pub async fn update(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+    change: &EndpointChange,
+    actor: &str,
+) -> DomainResult<Endpoint> {
+    let types = change.event_types.as_deref().map(names);
+    let statement = format!("{UPDATE}{COLUMNS}");
+    let row = sql::query_opt(
+        client,
+        &statement,
+        &[&workspace, &id, &change.url, &change.description, &types, &change.enabled],
+    )
+    .await?
+    .ok_or(DomainError::NotFound)?;
+    let action = match (change.enabled, change.fields().len()) {
+        (Some(true), 1) => "enable",
+        (Some(false), 1) => "disable",
+        _ => "update",
+    };
+    audit(client, workspace, id, action, actor, json!({ "fields": change.fields() })).await?;
+    Ok(endpoint(&row))
+}
+
+/// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).
+pub async fn delete(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+    actor: &str,
+) -> DomainResult<()> {
+    let deleted = sql::execute(
+        client,
+        "DELETE FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2",
+        &[&workspace, &id],
+    )
+    .await?;
+    if deleted == 0 {
+        return Err(DomainError::NotFound);
+    }
+    audit(client, workspace, id, "delete", actor, json!({})).await?;
+    Ok(())
+}
+
+const ROTATE: &str = "UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, \
+       previous_expires_at = now() + $4::float8 * interval '1 hour', version = version + 1, updated_at = now() \
+     WHERE workspace_id = $1 AND id = $2 RETURNING ";
+
+/// Makes a new secret current; the old one keeps signing for `overlap_hours` (0: stops at once).
+pub async fn rotate(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+    overlap_hours: i64,
+    actor: &str,
+) -> DomainResult<Created> {
+    if !(0..=MAX_OVERLAP_HOURS).contains(&overlap_hours) {
+        return Err(FieldError::new("overlapHours", format!("must be 0 to {MAX_OVERLAP_HOURS}")).into());
+    }
+    let secret = Secret::generate();
+    let statement = format!("{ROTATE}{COLUMNS}");
+    let hours = overlap_hours as f64;
+    let row = sql::query_opt(client, &statement, &[&workspace, &id, &secret.expose(), &hours])
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    audit(client, workspace, id, "rotate", actor, json!({ "overlapHours": overlap_hours })).await?;
+    Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
+}
+
+const SIGNING: &str = "SELECT secret, CASE WHEN previous_expires_at > now() THEN previous_secret END \
+     FROM webhook_endpoints WHERE id = $1";
+
+/// The secrets that sign for `id` now (`None`: the endpoint is gone).
+pub async fn signing(client: &impl GenericClient, id: WebhookEndpointId) -> DomainResult<Option<Signing>> {
+    let Some(row) = sql::query_opt(client, SIGNING, &[&id]).await? else {
+        return Ok(None);
+    };
+    let parse = |text: &str| {
+        Secret::parse(text).map_err(|_| DomainError::Conflict("stored webhook secret is malformed".into()))
+    };
+    let previous: Option<String> = row.get(1);
+    Ok(Some(Signing { current: parse(row.get(0))?, previous: previous.as_deref().map(parse).transpose()? }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_parse_or_name_the_field() {
+        let ok = NewEndpoint::try_from(&json!({"url": "https://hooks.example.com/x",
+            "eventTypes": ["appointment.created", "appointment.created"]}))
+        .unwrap();
+        assert_eq!(ok.event_types, vec![EventType::AppointmentCreated]);
+        assert_eq!(ok.description, "");
+        for (body, field) in [
+            (json!({}), "url"),
+            (json!({"url": 3}), "url"),
+            (json!({"url": "https://u:p@x.example/"}), "url"),
+            (json!({"url": "https://x.example/", "eventTypes": ["appointment.exploded"]}), "eventTypes"),
+            (json!({"url": "https://x.example/", "eventTypes": "appointment.created"}), "eventTypes"),
+            (json!({"url": "https://x.example/", "description": "a\u{7}"}), "description"),
+            (json!({"url": "https://x.example/", "secret": "whsec_mine"}), "secret"),
+            (json!([]), "body"),
+        ] {
+            assert_eq!(NewEndpoint::try_from(&body).unwrap_err().field, field, "{body}");
+        }
+        assert_eq!(EndpointChange::try_from(&json!({})).unwrap_err().field, "body");
+        assert_eq!(EndpointChange::try_from(&json!({"enabled": "yes"})).unwrap_err().field, "enabled");
+        let change = EndpointChange::try_from(&json!({"enabled": false, "description": "x"})).unwrap();
+        assert_eq!(change.fields(), vec!["description", "enabled"]);
+    }
+}

@@ -1,0 +1,29 @@
+//! The fan-out: one delivery per (enabled endpoint subscribed to the event's type, event), written in
+//! the `webhook_fan_out` listener's receipt transaction. `UNIQUE(endpoint_id, event_id)` makes a
+//! duplicate run create nothing; rows carry ids and the type name only.
+
+use deadpool_postgres::GenericClient;
+
+use crate::db::sql;
+use crate::events::Envelope;
+
+/// The predicate "an enabled endpoint of workspace $1 subscribes to type $2", used by the dispatcher's
+/// claim (whether to start the fan-out at all) and by the fan-out itself: defined once.
+pub const SUBSCRIBED: &str = "w.enabled AND (w.event_types = '{}' OR $2::text = ANY (w.event_types))";
+
+fn insert_sql() -> String {
+    format!(
+        "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
+         SELECT gen_random_uuid(), w.id, w.workspace_id, $3, $2 FROM webhook_endpoints w \
+         WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
+         ON CONFLICT (endpoint_id, event_id) DO NOTHING"
+    )
+}
+
+/// Creates the deliveries of `envelope`; answers how many were new.
+pub async fn fan_out(client: &impl GenericClient, envelope: &Envelope) -> Result<u64, tokio_postgres::Error> {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let statement = SQL.get_or_init(insert_sql);
+    let event_type = envelope.event_type.as_str();
+    sql::execute(client, statement, &[&envelope.workspace_id, &event_type, &envelope.id]).await
+}

@@ -1,0 +1,41 @@
+//! Subscriptions for other applications (DESIGN.md §5c, docs/webhooks.md): outgoing webhooks signed
+//! per the Standard Webhooks spec.
+//!
+//! - [`endpoints`]: what a workspace registers (URL, description, event-type filter, secrets with a
+//!   rotation overlap), with an append-only audit of every change.
+//! - [`fanout`]: the `webhook_fan_out` listener's effect — one delivery per (subscribed endpoint,
+//!   event), `UNIQUE(endpoint_id, event_id)`, in the listener's receipt transaction. The dispatcher
+//!   starts the fan-out only for events that some enabled endpoint subscribes to
+//!   ([`crate::listeners::map::routed`], predicate [`fanout::SUBSCRIBED`]), so workspaces without
+//!   webhooks pay nothing.
+//! - [`sender`]: claims due deliveries under a lease, checks the URL again ([`guard`]), POSTs the
+//!   signed identifier-only CloudEvent ([`signing`], [`client`]), records the attempt, marks fenced.
+//!
+//! `webhook_deliveries` is a small outbox of its own:
+//!
+//! | status      | moved in by | moved out by |
+//! |-------------|-------------|--------------|
+//! | `pending`   | [`fanout::fan_out`]; [`store::recover`] (an admin's recover-since) | a sender's claim → `sending` |
+//! | `sending`   | claim (lease = `available_at`); also a `sending` row whose lease ended (its sender died: sent again, same `webhook-id`) | the claim holder's mark → `delivered`, `retry`, `failed`; an expired lease on the last attempt → `failed` (`attempts_exhausted`) |
+//! | `retry`     | mark: a retryable failure with attempts left; `available_at` = the schedule's next step | claim once due (only while the endpoint is enabled) |
+//! | `delivered` | mark: a 2xx answer | final; swept by retention |
+//! | `failed`    | mark: 4xx other than 408/429, the last attempt failed, or the endpoint/event is gone | [`store::recover`] → `pending` |
+//!
+//! Invariants:
+//! - Rows, attempts, audit rows, logs and metrics hold ids, codes, counters and at most a scanned
+//!   excerpt of an error answer — never a secret, a URL's query, or anything about a patient.
+//!   The body sent is the identifier-only CloudEvent (no names, contact details or reasons).
+//! - The `webhook-id` header is the delivery id, equal across every attempt and every recover, so
+//!   receivers deduplicate at-least-once delivery.
+//! - No transaction is open across an HTTP call; every call has connect and total timeouts below the
+//!   lease; every connection goes to an address the SSRF guard checked for that attempt.
+
+pub mod client;
+pub mod endpoints;
+pub mod fanout;
+pub mod guard;
+pub mod sender;
+pub mod signing;
+pub mod store;
+
+pub use sender::{BodyFn, WebhookConfig, WebhookReport, WebhookSender};

@@ -1,0 +1,407 @@
+//! The webhook sender: claim (short transaction), load the event and the secrets, check the URL
+//! again (SSRF guard), POST with no transaction open, record the attempt and mark the delivery,
+//! fenced by the claim token.
+//!
+//! Used right after the fan-out commits ([`WebhookSender::send_event`]: the listener Lambda, the
+//! local transport of `clinic dev`) and on a schedule for retries ([`WebhookSender::send_due`]: the
+//! housekeeping `webhooks` mode, `clinic webhooks send`, `clinic dev`'s loop).
+//!
+//! Retry schedule after attempt n fails (documented in docs/webhooks.md): 5 s, 5 min, 30 min, 2 h,
+//! 5 h, 10 h, 10 h — 8 attempts in all over about 28 hours; a `Retry-After` longer than the step
+//! wins (capped at 24 h). 2xx delivers; 4xx other than 408 and 429 fails for good; everything else
+//! (timeouts, connection errors, 3xx, 408, 429, 5xx, an address the guard now refuses) retries.
+//! An endpoint whose attempts have failed without a success for [`WebhookConfig::disable_after`]
+//! (5 days) is disabled (`failing`), audited, counted in the `WebhookEndpointDisabled` metric; its
+//! pending deliveries stay and resume when it is enabled again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_postgres::Pool;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use super::client::{self, Signed, Timeouts};
+use super::endpoints;
+use super::guard::{self, Egress, Resolve, SystemResolver};
+use super::store::{self, AttemptRecord, Claimed, Next};
+use crate::config::{bounded, ConfigError};
+use crate::events::Envelope;
+use crate::ids::{ClaimToken, EventId};
+use crate::listeners::{Listener, ListenerOutcome};
+
+/// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
+/// builder, `events::cloudevent::to_published_event`, without the `listener` extension; injected as
+/// `clinic_sqs::webhook_body`).
+pub type BodyFn = Arc<dyn Fn(&Envelope) -> Vec<u8> + Send + Sync>;
+
+/// Delays before attempt 2, 3, … 8.
+pub const SCHEDULE: [Duration; 7] = [
+    Duration::from_secs(5),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 3600),
+    Duration::from_secs(5 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+];
+/// Attempts in all: the first and one per step of [`SCHEDULE`].
+pub const MAX_ATTEMPTS: i32 = SCHEDULE.len() as i32 + 1;
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+
+/// Settings (environment variables, parsed once; docs/configuration.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WebhookConfig {
+    /// `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1`: plain http to loopback (`clinic dev` only).
+    pub egress: Egress,
+    /// `CLINIC_WEBHOOKS_CONNECT_TIMEOUT_MS` (default 5000) and `CLINIC_WEBHOOKS_TIMEOUT_MS` (15000).
+    pub timeouts: Timeouts,
+    /// Lease of a claimed delivery: above the total timeout.
+    pub lease: Duration,
+    /// `CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS` (default 120 = 5 days).
+    pub disable_after: Duration,
+    pub batch: i64,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        WebhookConfig {
+            egress: Egress::default(),
+            timeouts: Timeouts::default(),
+            lease: Duration::from_secs(60),
+            disable_after: Duration::from_secs(120 * 3600),
+            batch: 20,
+        }
+    }
+}
+
+impl WebhookConfig {
+    /// From the environment; `local` is true only for `clinic dev` (the loopback setting is ignored
+    /// anywhere else, so a Lambda can never be configured to reach loopback).
+    pub fn from_env(local: bool) -> Result<Self, ConfigError> {
+        let allow = crate::config::var("CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP")
+            .is_some_and(|v| v == "1" || v == "true");
+        let connect =
+            Duration::from_millis(bounded("CLINIC_WEBHOOKS_CONNECT_TIMEOUT_MS", 5_000, 100..=30_000)?);
+        let total = Duration::from_millis(bounded("CLINIC_WEBHOOKS_TIMEOUT_MS", 15_000, 500..=30_000)?);
+        Ok(WebhookConfig {
+            egress: Egress { allow_loopback_http: allow && local },
+            timeouts: Timeouts { connect, total: total.max(connect) },
+            lease: total.max(connect) * 4,
+            disable_after: Duration::from_secs(
+                3600 * bounded("CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS", 120, 1..=2160)?,
+            ),
+            batch: 20,
+        })
+    }
+}
+
+/// What happened to one claimed delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Delivered,
+    Retry,
+    Failed,
+    /// The claim was taken over before the mark: nothing changed here.
+    Fenced,
+}
+
+/// The fold of one step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookReport {
+    pub delivered: u64,
+    pub retried: u64,
+    pub failed: u64,
+    pub fenced: u64,
+    pub disabled_endpoints: u64,
+}
+
+impl WebhookReport {
+    fn add(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Delivered => self.delivered += 1,
+            Outcome::Retry => self.retried += 1,
+            Outcome::Failed => self.failed += 1,
+            Outcome::Fenced => self.fenced += 1,
+        }
+    }
+
+    pub fn claimed(&self) -> u64 {
+        self.delivered + self.retried + self.failed + self.fenced
+    }
+}
+
+/// Why a step failed as a whole (per-delivery failures are outcomes).
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("database error: {0}")]
+    Db(#[from] tokio_postgres::Error),
+    #[error("no database connection")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    #[error(transparent)]
+    Domain(#[from] crate::error::DomainError),
+}
+
+/// Sends webhook deliveries.
+pub struct WebhookSender {
+    pool: Pool,
+    config: WebhookConfig,
+    body: BodyFn,
+    resolver: Arc<dyn Resolve>,
+}
+
+impl std::fmt::Debug for WebhookSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebhookSender").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+fn is_new_fan_out(listener: Listener, outcome: ListenerOutcome) -> bool {
+    listener == Listener::WebhookFanOut
+        && matches!(outcome, ListenerOutcome::Applied { effects } if effects > 0)
+}
+
+/// What the next status is after an answer (or no answer) of attempt `attempts`.
+pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Duration>) -> Next {
+    match status {
+        Some(200..=299) => return Next::Delivered,
+        Some(code @ 400..=499) if code != 408 && code != 429 => return Next::Failed,
+        _ => {}
+    }
+    let Some(step) = usize::try_from(attempts - 1).ok().and_then(|i| SCHEDULE.get(i)) else {
+        return Next::Failed;
+    };
+    let delay = retry_after.map_or(*step, |asked| asked.min(MAX_RETRY_AFTER).max(*step));
+    Next::Retry { after_ms: delay.as_secs_f64() * 1000.0 }
+}
+
+impl WebhookSender {
+    pub fn new(pool: Pool, config: WebhookConfig, body: BodyFn) -> Self {
+        WebhookSender { pool, config, body, resolver: Arc::new(SystemResolver) }
+    }
+
+    /// Replaces the system resolver (tests).
+    pub fn with_resolver(mut self, resolver: Arc<dyn Resolve>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// The first attempt of `event`'s deliveries, right after the fan-out committed.
+    pub async fn send_event(&self, event: EventId) -> Result<WebhookReport, WebhookError> {
+        self.step(Some(event)).await
+    }
+
+    /// After a listener run committed: when it was a fan-out that created deliveries, their first
+    /// attempt runs now (the listener Lambda awaits it before answering the message). A failure is
+    /// only logged: the rows stay due and the scheduled step sends them.
+    pub async fn first_attempts(&self, listener: Listener, outcome: ListenerOutcome, event: EventId) {
+        if !is_new_fan_out(listener, outcome) {
+            return;
+        }
+        if let Err(error) = self.send_event(event).await {
+            tracing::warn!(event_id = %event, error = %error, "first webhook attempt failed to run; the scheduled step sends it");
+        }
+    }
+
+    /// [`WebhookSender::first_attempts`] beside the caller (the local transport: the dispatcher does
+    /// not wait on receivers).
+    pub fn after_listener(self: &Arc<Self>, listener: Listener, outcome: ListenerOutcome, event: EventId) {
+        if is_new_fan_out(listener, outcome) {
+            let sender = self.clone();
+            tokio::spawn(async move { sender.first_attempts(listener, outcome, event).await });
+        }
+    }
+
+    /// Sends due deliveries until none is due or `max_steps` batches ran; disables failing endpoints.
+    pub async fn send_due(&self, max_steps: usize) -> Result<WebhookReport, WebhookError> {
+        let mut total = WebhookReport::default();
+        {
+            let client = self.pool.get().await?;
+            store::fail_exhausted(&client, MAX_ATTEMPTS).await?;
+        }
+        for _ in 0..max_steps {
+            let report = self.step(None).await?;
+            total.delivered += report.delivered;
+            total.retried += report.retried;
+            total.failed += report.failed;
+            total.fenced += report.fenced;
+            if report.claimed() == 0 {
+                break;
+            }
+        }
+        total.disabled_endpoints = self.disable_failing().await?;
+        Ok(total)
+    }
+
+    /// `clinic dev`: sends due deliveries every `every` until `stop`.
+    pub async fn run(&self, mut stop: watch::Receiver<bool>, every: Duration) {
+        loop {
+            if let Err(error) = self.send_due(50).await {
+                tracing::warn!(error = %error, "webhook step failed; trying again");
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+
+    async fn step(&self, event: Option<EventId>) -> Result<WebhookReport, WebhookError> {
+        let token = ClaimToken::generate();
+        let claimed = {
+            let client = self.pool.get().await?;
+            let lease_ms = self.config.lease.as_secs_f64() * 1000.0;
+            store::claim(&client, self.config.batch, token, lease_ms, event, MAX_ATTEMPTS).await?
+        };
+        let mut report = WebhookReport::default();
+        let attempts = claimed.iter().map(|delivery| self.attempt(delivery, token));
+        for outcome in futures::future::join_all(attempts).await {
+            report.add(outcome?);
+        }
+        Ok(report)
+    }
+
+    async fn attempt(&self, delivery: &Claimed, token: ClaimToken) -> Result<Outcome, WebhookError> {
+        let (envelope, signing) = {
+            let client = self.pool.get().await?;
+            let envelope =
+                crate::events::read::find(&client, delivery.event_id).await.map_err(|e| match e {
+                    crate::events::read::ReadError::Db(db) => WebhookError::Db(db),
+                    crate::events::read::ReadError::Unreadable(_) => WebhookError::Domain(
+                        crate::error::DomainError::Conflict("stored event cannot be read".into()),
+                    ),
+                })?;
+            (envelope, endpoints::signing(&client, delivery.endpoint_id).await?)
+        };
+        let started = Instant::now();
+        let result = match (envelope, signing) {
+            (Some(envelope), Some(signing)) => self.post(delivery, &envelope, &signing).await,
+            // The event or the endpoint vanished: nothing to send, ever.
+            _ => Err(("gone", false)),
+        };
+        let duration_ms = i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX);
+        let (record, next) = match result {
+            Ok(answer) => (
+                AttemptRecord {
+                    status_code: Some(i32::from(answer.status)),
+                    duration_ms,
+                    error_code: (!(200..300).contains(&answer.status)).then_some("http_status"),
+                    excerpt: answer.excerpt,
+                },
+                next_after(delivery.attempts, Some(answer.status), answer.retry_after),
+            ),
+            Err((code, retryable)) => (
+                AttemptRecord { status_code: None, duration_ms, error_code: Some(code), excerpt: None },
+                if retryable { next_after(delivery.attempts, None, None) } else { Next::Failed },
+            ),
+        };
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let marked = store::mark(&tx, delivery, token, &record, next).await?;
+        store::record_health(&tx, delivery.endpoint_id, next == Next::Delivered).await?;
+        tx.commit().await?;
+        let outcome = match (marked, next) {
+            (false, _) => Outcome::Fenced,
+            (true, Next::Delivered) => Outcome::Delivered,
+            (true, Next::Retry { .. }) => Outcome::Retry,
+            (true, Next::Failed) => Outcome::Failed,
+        };
+        tracing::info!(
+            delivery_id = %delivery.id,
+            endpoint_id = %delivery.endpoint_id,
+            event_id = %delivery.event_id,
+            attempt = delivery.attempts,
+            status = ?record.status_code,
+            error_code = record.error_code.unwrap_or(""),
+            outcome = ?outcome,
+            "webhook attempt"
+        );
+        Ok(outcome)
+    }
+
+    async fn post(
+        &self,
+        delivery: &Claimed,
+        envelope: &Envelope,
+        signing: &endpoints::Signing,
+    ) -> Result<client::Answer, (&'static str, bool)> {
+        let resolve = guard::resolve_target(&delivery.url, self.config.egress, self.resolver.as_ref());
+        let target = tokio::time::timeout(self.config.timeouts.connect, resolve)
+            .await
+            .map_err(|_| ("resolve_timeout", true))?
+            .map_err(|refused| (refused.code(), true))?;
+        let body = (self.body)(envelope);
+        #[cfg(feature = "testing")]
+        crate::contract::capture::record("webhook", &String::from_utf8_lossy(&body));
+        let id = delivery.id.to_string();
+        let timestamp = chrono::Utc::now().timestamp();
+        let signature = super::signing::signature_header(&signing.all(), &id, timestamp, &body);
+        let signed = Signed { id: &id, timestamp, signature: &signature, body: &body };
+        client::post(&target, &signed, self.config.timeouts).await.map_err(|error| (error.code(), true))
+    }
+
+    async fn disable_failing(&self) -> Result<u64, WebhookError> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let disabled = store::auto_disable(&tx, self.config.disable_after.as_secs_f64() / 3600.0).await?;
+        for (endpoint, workspace) in &disabled {
+            let detail = serde_json::json!({ "failingForHours": self.config.disable_after.as_secs() / 3600 });
+            endpoints::audit(&tx, *workspace, *endpoint, "auto_disable", "system", detail).await?;
+            tracing::warn!(endpoint_id = %endpoint, workspace_id = %workspace, "webhook endpoint disabled: failing");
+        }
+        tx.commit().await?;
+        if !disabled.is_empty() {
+            emit_disabled_metric(disabled.len());
+        }
+        Ok(disabled.len() as u64)
+    }
+}
+
+/// One EMF line: `WebhookEndpointDisabled` (count) in the dispatcher's namespace; the template's
+/// alarm watches it.
+fn emit_disabled_metric(count: usize) {
+    let line = serde_json::json!({
+        "_aws": {
+            "Timestamp": chrono::Utc::now().timestamp_millis(),
+            "CloudWatchMetrics": [{
+                "Namespace": crate::dispatch::metrics::NAMESPACE,
+                "Dimensions": [[]],
+                "Metrics": [{ "Name": "WebhookEndpointDisabled", "Unit": "Count" }],
+            }],
+        },
+        "WebhookEndpointDisabled": count,
+    });
+    println!("{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(next: Next) -> Duration {
+        match next {
+            Next::Retry { after_ms } => Duration::from_secs_f64(after_ms / 1000.0),
+            other => panic!("expected a retry, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_schedule_and_the_final_answers() {
+        assert_eq!(next_after(1, Some(200), None), Next::Delivered);
+        assert_eq!(next_after(1, Some(204), None), Next::Delivered);
+        assert_eq!(next_after(1, Some(400), None), Next::Failed);
+        assert_eq!(next_after(1, Some(410), None), Next::Failed);
+        assert_eq!(after(next_after(1, Some(408), None)), Duration::from_secs(5));
+        assert_eq!(after(next_after(2, Some(429), None)), Duration::from_secs(300));
+        assert_eq!(after(next_after(3, Some(503), None)), Duration::from_secs(1800));
+        assert_eq!(after(next_after(4, None, None)), Duration::from_secs(7200));
+        assert_eq!(after(next_after(7, Some(302), None)), Duration::from_secs(36000));
+        assert_eq!(next_after(MAX_ATTEMPTS, Some(500), None), Next::Failed);
+        // Retry-After: longer wins, shorter does not shorten the schedule, capped at a day.
+        assert_eq!(after(next_after(1, Some(429), Some(Duration::from_secs(60)))), Duration::from_secs(60));
+        assert_eq!(after(next_after(2, Some(429), Some(Duration::from_secs(1)))), Duration::from_secs(300));
+        assert_eq!(after(next_after(1, Some(503), Some(Duration::from_secs(999_999)))), MAX_RETRY_AFTER);
+    }
+}

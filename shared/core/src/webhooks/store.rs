@@ -1,0 +1,245 @@
+//! `webhook_deliveries` and `webhook_attempts`: claim, mark (fenced), recover, list. Every statement
+//! on these tables lives here.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use serde::Serialize;
+
+use crate::db::sql;
+use crate::error::DomainResult;
+use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
+
+/// A claimed delivery: what one attempt needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    pub id: WebhookDeliveryId,
+    pub endpoint_id: WebhookEndpointId,
+    pub workspace_id: WorkspaceId,
+    pub event_id: EventId,
+    /// Attempts including this one.
+    pub attempts: i32,
+    pub url: String,
+}
+
+/// Due deliveries of enabled endpoints (pending, retry whose time came, sending whose lease ended),
+/// claimed under `$2` with a lease of `$3` ms; `$4` restricts to one event (the first attempt right
+/// after the fan-out), `$5` is the attempt ceiling.
+const CLAIM: &str = "WITH due AS ( \
+       SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
+       WHERE d.status IN ('pending', 'retry', 'sending') AND d.available_at <= now() \
+         AND ($4::uuid IS NULL OR d.event_id = $4) AND d.attempts < $5 \
+       ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
+     UPDATE webhook_deliveries d SET status = 'sending', claim_token = $2, attempts = d.attempts + 1, \
+       available_at = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
+     FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
+     RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url";
+
+pub async fn claim(
+    client: &impl GenericClient,
+    batch: i64,
+    token: ClaimToken,
+    lease_ms: f64,
+    event: Option<EventId>,
+    ceiling: i32,
+) -> Result<Vec<Claimed>, tokio_postgres::Error> {
+    let rows = sql::query(client, CLAIM, &[&batch, &token, &lease_ms, &event, &ceiling]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| Claimed {
+            id: row.get(0),
+            endpoint_id: row.get(1),
+            workspace_id: row.get(2),
+            event_id: row.get(3),
+            attempts: row.get(4),
+            url: row.get(5),
+        })
+        .collect())
+}
+
+/// A `sending` row whose sender died on its last allowed attempt: failed, not claimed again.
+const EXHAUSTED: &str = "UPDATE webhook_deliveries SET status = 'failed', claim_token = NULL, \
+       last_error_code = 'attempts_exhausted', updated_at = now() \
+     WHERE status = 'sending' AND available_at <= now() AND attempts >= $1";
+
+pub async fn fail_exhausted(client: &impl GenericClient, ceiling: i32) -> Result<u64, tokio_postgres::Error> {
+    sql::execute(client, EXHAUSTED, &[&ceiling]).await
+}
+
+/// One attempt's result, recorded as an attempt row and folded into the delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    pub status_code: Option<i32>,
+    pub duration_ms: i32,
+    pub error_code: Option<&'static str>,
+    pub excerpt: Option<String>,
+}
+
+const INSERT_ATTEMPT: &str = "INSERT INTO webhook_attempts \
+       (id, delivery_id, endpoint_id, workspace_id, attempt, status_code, duration_ms, error_code, excerpt) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The delivery's next status after an attempt, fenced by the claim token.
+const MARK: &str = "UPDATE webhook_deliveries SET status = $3, claim_token = NULL, \
+       available_at = CASE WHEN $3 = 'retry' THEN now() + $4::float8 * interval '1 millisecond' ELSE available_at END, \
+       last_status = $5, last_error_code = $6, \
+       delivered_at = CASE WHEN $3 = 'delivered' THEN now() ELSE delivered_at END, updated_at = now() \
+     WHERE id = $1 AND claim_token = $2 AND status = 'sending'";
+
+/// Where a delivery goes after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Next {
+    Delivered,
+    Retry { after_ms: f64 },
+    Failed,
+}
+
+/// Records the attempt and marks the delivery; `false` when the claim was taken over (nothing marked,
+/// the attempt still recorded: it happened).
+pub async fn mark(
+    client: &impl GenericClient,
+    claimed: &Claimed,
+    token: ClaimToken,
+    attempt: &AttemptRecord,
+    next: Next,
+) -> Result<bool, tokio_postgres::Error> {
+    let id = uuid::Uuid::from(ulid::Ulid::generate());
+    sql::execute(
+        client,
+        INSERT_ATTEMPT,
+        &[
+            &id,
+            &claimed.id,
+            &claimed.endpoint_id,
+            &claimed.workspace_id,
+            &claimed.attempts,
+            &attempt.status_code,
+            &attempt.duration_ms,
+            &attempt.error_code,
+            &attempt.excerpt,
+        ],
+    )
+    .await?;
+    let (status, after) = match next {
+        Next::Delivered => ("delivered", 0.0),
+        Next::Retry { after_ms } => ("retry", after_ms),
+        Next::Failed => ("failed", 0.0),
+    };
+    let marked = sql::execute(
+        client,
+        MARK,
+        &[&claimed.id, &token, &status, &after, &attempt.status_code, &attempt.error_code],
+    )
+    .await?;
+    Ok(marked == 1)
+}
+
+/// A success clears the endpoint's failure clock; a failure starts it (when not running).
+const HEALTH: &str = "UPDATE webhook_endpoints SET failing_since = CASE WHEN $2 THEN NULL \
+       ELSE COALESCE(failing_since, now()) END \
+     WHERE id = $1 AND (failing_since IS NULL) <> $2";
+
+/// Disables endpoints failing for longer than `$1` hours; answers the ones it disabled.
+const AUTO_DISABLE: &str = "UPDATE webhook_endpoints SET enabled = false, disabled_at = now(), \
+       disabled_reason = 'failing', version = version + 1, updated_at = now() \
+     WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' \
+     RETURNING id, workspace_id";
+
+pub async fn record_health(
+    client: &impl GenericClient,
+    endpoint: WebhookEndpointId,
+    ok: bool,
+) -> Result<(), tokio_postgres::Error> {
+    sql::execute(client, HEALTH, &[&endpoint, &ok]).await.map(|_| ())
+}
+
+pub async fn auto_disable(
+    client: &impl GenericClient,
+    after_hours: f64,
+) -> Result<Vec<(WebhookEndpointId, WorkspaceId)>, tokio_postgres::Error> {
+    let rows = sql::query(client, AUTO_DISABLE, &[&after_hours]).await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+}
+
+const RECOVER: &str =
+    "UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, available_at = now(), \
+       claim_token = NULL, updated_at = now() \
+     FROM webhook_endpoints w \
+     WHERE w.id = d.endpoint_id AND w.workspace_id = $1 AND d.endpoint_id = $2 \
+       AND d.status = 'failed' AND d.created_at >= $3";
+
+/// Makes every failed delivery of the endpoint created since `since` pending again (same id).
+pub async fn recover(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    endpoint: WebhookEndpointId,
+    since: DateTime<Utc>,
+) -> Result<u64, tokio_postgres::Error> {
+    sql::execute(client, RECOVER, &[&workspace, &endpoint, &since]).await
+}
+
+/// One delivery as listed (ids, codes and counters only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryItem {
+    pub id: WebhookDeliveryId,
+    pub endpoint_id: WebhookEndpointId,
+    pub event_id: EventId,
+    pub event_type: String,
+    pub status: String,
+    pub attempts: i32,
+    pub last_status: Option<i32>,
+    pub last_error_code: Option<String>,
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    pub delivered_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+const LIST: &str = "SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
+       d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, d.delivered_at, \
+       d.created_at \
+     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
+     WHERE w.workspace_id = $1 AND ($2::uuid IS NULL OR d.endpoint_id = $2) \
+       AND ($3::uuid IS NULL OR d.event_id = $3) AND ($4::text IS NULL OR d.status = $4) \
+     ORDER BY d.created_at DESC, d.id DESC LIMIT $5";
+
+/// A workspace's deliveries, newest first: by endpoint, event and status when given.
+pub async fn list(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    endpoint: Option<WebhookEndpointId>,
+    event: Option<EventId>,
+    status: Option<&str>,
+    limit: i64,
+) -> DomainResult<Vec<DeliveryItem>> {
+    let rows = sql::query(client, LIST, &[&workspace, &endpoint, &event, &status, &limit]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| DeliveryItem {
+            id: row.get(0),
+            endpoint_id: row.get(1),
+            event_id: row.get(2),
+            event_type: row.get(3),
+            status: row.get(4),
+            attempts: row.get(5),
+            last_status: row.get(6),
+            last_error_code: row.get(7),
+            next_attempt_at: row.get(8),
+            delivered_at: row.get(9),
+            created_at: row.get(10),
+        })
+        .collect())
+}
+
+/// Retention: delivered rows (and their attempts, by cascade) whose last change is older than `$1`
+/// hours, in one bounded batch of `$2`. Answers how many went.
+const SWEEP: &str = "DELETE FROM webhook_deliveries WHERE id IN ( \
+       SELECT id FROM webhook_deliveries WHERE status = 'delivered' \
+         AND updated_at < now() - $1::float8 * interval '1 hour' ORDER BY updated_at LIMIT $2)";
+
+pub async fn sweep_delivered(
+    client: &impl GenericClient,
+    retention_hours: f64,
+    batch: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    sql::execute(client, SWEEP, &[&retention_hours, &batch]).await
+}

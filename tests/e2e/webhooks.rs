@@ -1,0 +1,306 @@
+//! Webhooks end to end against a real receiver on 127.0.0.1 (`tests/webhooks/receiver.py`) that
+//! verifies every delivery with the PyPI `standardwebhooks` package: receiver down → retries →
+//! delivered once per `webhook-id`; filters; a rotation during which both secrets verify; a final
+//! 4xx, recover-since (same `webhook-id`); disable; and a scan of deliveries, attempts, the audit,
+//! the bodies and the logs for the patient's data and the secrets.
+//!
+//! The Python interpreter is `CLINIC_TEST_WEBHOOK_PYTHON` (tests/run points it at its venv, where
+//! it installs `standardwebhooks`), else `.local/venv/bin/python3`.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
+use clinic_core::http::router;
+use clinic_core::webhooks::client::Timeouts;
+use clinic_core::webhooks::guard::Egress;
+use clinic_core::webhooks::{WebhookConfig, WebhookSender};
+use clinic_testkit::app::TestApp;
+use serde_json::{json, Value};
+use tokio::io::AsyncBufReadExt;
+
+const PATIENT_GIVEN: &str = "Zephyrine";
+const PATIENT_FAMILY: &str = "Quarterwood";
+const REASON: &str = "persistent-migraine-confidential";
+
+fn python() -> String {
+    std::env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|_| {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.local/venv/bin/python3");
+        root.to_string_lossy().into_owned()
+    })
+}
+
+struct Receiver {
+    child: tokio::process::Child,
+    port: u16,
+    http: String,
+}
+
+impl Receiver {
+    async fn start(port: u16, secrets: &[&str]) -> Receiver {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("webhooks/receiver.py");
+        let mut child = tokio::process::Command::new(python())
+            .arg(script)
+            .arg(port.to_string())
+            .args(secrets)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting the receiver with {} failed: {e}", python()));
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        let mut reader = tokio::io::BufReader::new(stdout);
+        let read = reader.read_line(&mut line);
+        tokio::time::timeout(Duration::from_secs(30), read).await.expect("receiver started").unwrap();
+        let port: u16 = line.trim().parse().unwrap_or_else(|_| {
+            panic!("the receiver did not start (is `standardwebhooks` installed for {}?)", python())
+        });
+        Receiver { child, port, http: format!("127.0.0.1:{port}") }
+    }
+
+    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut stream = tokio::net::TcpStream::connect(&self.http).await.unwrap();
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.http,
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        let (_, json) = answer.split_once("\r\n\r\n").unwrap();
+        serde_json::from_str(json).unwrap_or(Value::Null)
+    }
+
+    async fn received(&self) -> Vec<Value> {
+        self.call("GET", "/_received", None).await.as_array().cloned().unwrap_or_default()
+    }
+
+    async fn answer(&self, status: u16) {
+        self.call("POST", "/_answer", Some(json!({"status": status}))).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Sends due deliveries until `done` holds for what the receiver saw (bounded generously).
+async fn send_until(
+    sender: &WebhookSender,
+    receiver: &Receiver,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) {
+    let started = Instant::now();
+    loop {
+        sender.send_due(10).await.unwrap();
+        let received = receiver.received().await;
+        if done(&received) {
+            return;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "{what}: receiver saw {received:#?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn webhooks_reach_a_standard_webhooks_receiver() {
+    let logs = clinic_testkit::capture_logs();
+    let mut app = TestApp::new().await;
+    app.state.api.webhook_egress = Egress { allow_loopback_http: true };
+    app.router = router(app.state.clone());
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+
+    // SSRF at save: private, metadata and non-https answer 422 naming `url`; nothing is stored.
+    for url in ["https://10.0.0.1/hook", "https://169.254.169.254/", "http://example.com/", "https://[::1]/"]
+    {
+        let refused =
+            app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(json!({"url": url}))).await;
+        assert_eq!(refused.status, 422, "{url}: {}", refused.text);
+        assert_eq!(refused.body["field"], "url", "{}", refused.text);
+    }
+    let as_staff = app
+        .call("POST", "/v1/webhooks/endpoints", Some(&staff), Some(json!({"url": "https://x.example/"})))
+        .await;
+    assert_eq!(as_staff.status, 403);
+    assert_eq!(app.count("SELECT 1 FROM webhook_endpoints").await, 0);
+
+    // The receiver's port is chosen now, but nothing listens there yet: the receiver is down.
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/hook");
+    let body = json!({"url": url, "description": "billing", "eventTypes": ["appointment.created"]});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"));
+    let endpoint = created.body["id"].as_str().unwrap().to_owned();
+    let listed = app.call("GET", "/v1/webhooks/endpoints", Some(&admin), None).await;
+    assert!(!listed.text.contains(&secret), "lists never show the secret");
+    // Another endpoint that only wants deletions: it must receive nothing here.
+    let other = json!({"url": format!("http://127.0.0.1:{port}/other"), "eventTypes": ["patient.deleted"]});
+    let other = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(other)).await;
+    assert_eq!(other.status, 201, "{}", other.text);
+
+    let config = WebhookConfig {
+        egress: Egress { allow_loopback_http: true },
+        timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
+        ..WebhookConfig::default()
+    };
+    let sender =
+        Arc::new(WebhookSender::new(app.state.pool.clone(), config, clinic_sqs::webhook_body("/clinic")));
+    let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
+    let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
+
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient =
+        app.create_patient(&staff, json!({"givenName": PATIENT_GIVEN, "familyName": PATIENT_FAMILY})).await;
+    let booking = json!({"patientId": patient["id"], "practitionerId": practitioner["id"],
+        "startsAt": "2031-03-01T09:00:00Z", "endsAt": "2031-03-01T09:30:00Z", "reason": REASON});
+    let booked = app.call("POST", "/v1/appointments", Some(&staff), Some(booking)).await;
+    assert_eq!(booked.status, 201, "{}", booked.text);
+    let appointment = booked.body["id"].as_str().unwrap().to_owned();
+    dispatcher.drain_once().await.unwrap();
+    // Only the booking is subscribed: one delivery, and the fan-out ran only for that event.
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries").await, 1);
+    assert_eq!(app.count("SELECT 1 FROM listener_receipts WHERE listener = 'webhook_fan_out'").await, 1);
+    // Its first attempt runs right after the fan-out and finds nobody listening.
+    let started = Instant::now();
+    while app.count("SELECT 1 FROM webhook_attempts WHERE error_code = 'connect_failed'").await == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "no first attempt");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The receiver comes up; the retry (5 s later) is delivered and verified.
+    let receiver = Receiver::start(port, &[&secret]).await;
+    assert_eq!(receiver.port, port);
+    send_until(&sender, &receiver, "first delivery", |r| !r.is_empty()).await;
+    let first = receiver.received().await[0].clone();
+    assert_eq!(first["verified"], json!([true]), "{first}");
+    assert_eq!(first["body"]["type"], "clinic.appointment.created.v1");
+    assert_eq!(first["body"]["specversion"], "1.0");
+    assert_eq!(first["body"]["subject"], appointment.as_str());
+    let delivery_id: String = {
+        let conn = app.db.pool.get().await.unwrap();
+        let row = conn.query_one("SELECT id, status, attempts FROM webhook_deliveries", &[]).await.unwrap();
+        assert_eq!(row.get::<_, String>(1), "delivered");
+        assert_eq!(row.get::<_, i32>(2), 2, "one failed attempt, then the delivery");
+        ulid::Ulid::from(row.get::<_, uuid::Uuid>(0)).to_string()
+    };
+    assert_eq!(first["id"], delivery_id.as_str(), "webhook-id is the delivery id");
+
+    // Rotation: both secrets sign during the overlap; the receiver checks each on its own.
+    let rotated = app
+        .call(
+            "POST",
+            &format!("/v1/webhooks/endpoints/{endpoint}/rotate"),
+            Some(&admin),
+            Some(json!({"overlapHours": 1})),
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let new_secret = rotated.body["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new_secret, secret);
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [new_secret, secret]}))).await;
+    let widen = json!({"eventTypes": ["appointment.created", "appointment.cancelled"]});
+    let widened =
+        app.call("PATCH", &format!("/v1/webhooks/endpoints/{endpoint}"), Some(&admin), Some(widen)).await;
+    assert_eq!(widened.status, 200, "{}", widened.text);
+    let cancel = app
+        .call("POST", &format!("/v1/appointments/{appointment}/cancel"), Some(&staff), Some(json!({})))
+        .await;
+    assert_eq!(cancel.status, 200, "{}", cancel.text);
+    dispatcher.drain_once().await.unwrap();
+    send_until(&sender, &receiver, "cancellation", |r| r.len() >= 2).await;
+    let second = receiver.received().await[1].clone();
+    assert_eq!(second["body"]["type"], "clinic.appointment.cancelled.v1");
+    assert_eq!(second["signatures"], 2);
+    assert_eq!(second["verified"], json!([true, true]), "both secrets verify during the overlap");
+
+    // A final 4xx fails the delivery at once; recover-since sends it again with the same webhook-id.
+    receiver.answer(410).await;
+    let since = chrono::Utc::now().to_rfc3339();
+    let later = json!({"patientId": patient["id"], "practitionerId": practitioner["id"],
+        "startsAt": "2031-04-01T09:00:00Z", "endsAt": "2031-04-01T09:30:00Z"});
+    assert_eq!(app.call("POST", "/v1/appointments", Some(&staff), Some(later)).await.status, 201);
+    dispatcher.drain_once().await.unwrap();
+    send_until(&sender, &receiver, "the refused delivery", |r| r.len() >= 3).await;
+    let started = Instant::now();
+    while app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'failed'").await != 1 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the 410 did not fail the delivery");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    receiver.answer(204).await;
+    let recover = json!({"since": since});
+    let recovered = app
+        .call("POST", &format!("/v1/webhooks/endpoints/{endpoint}/recover"), Some(&admin), Some(recover))
+        .await;
+    assert_eq!(recovered.status, 200, "{}", recovered.text);
+    assert_eq!(recovered.body["recovered"], 1);
+    send_until(&sender, &receiver, "the recovered delivery", |r| r.len() >= 4).await;
+    let received = receiver.received().await;
+    assert_eq!(received[2]["id"], received[3]["id"], "a resend keeps its webhook-id");
+    assert_eq!(received[3]["verified"], json!([true, true]));
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status <> 'delivered'").await, 0);
+
+    // Disabled: no fan-out, no delivery.
+    let off = app
+        .call(
+            "PATCH",
+            &format!("/v1/webhooks/endpoints/{endpoint}"),
+            Some(&admin),
+            Some(json!({"enabled": false})),
+        )
+        .await;
+    assert_eq!(off.status, 200, "{}", off.text);
+    let third = json!({"patientId": patient["id"], "practitionerId": practitioner["id"],
+        "startsAt": "2031-05-01T09:00:00Z", "endsAt": "2031-05-01T09:30:00Z"});
+    assert_eq!(app.call("POST", "/v1/appointments", Some(&staff), Some(third)).await.status, 201);
+    dispatcher.drain_once().await.unwrap();
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries").await, 3);
+    // Every webhook-id arrived, none more often than the recover asked for (at-least-once).
+    let mut ids: Vec<String> = receiver.received().await.iter().map(|r| r["id"].to_string()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), 3);
+    let other_id = other.body["id"].as_str().unwrap();
+    let audit = app.count("SELECT 1 FROM webhook_endpoint_actions").await;
+    assert_eq!(audit, 2 + 1 + 1 + 1 + 1, "create ×2, rotate, update, recover, disable");
+    assert!(receiver
+        .received()
+        .await
+        .iter()
+        .all(|r| r["body"]["data"]["workspaceId"] == app.workspace.id.to_string()));
+    assert_eq!(
+        app.count(&format!(
+            "SELECT 1 FROM webhook_deliveries WHERE endpoint_id::text = '{}'",
+            uuid_of(other_id)
+        ))
+        .await,
+        0
+    );
+
+    // Nothing about the patient, and no secret, anywhere webhooks write or send.
+    let conn = app.db.pool.get().await.unwrap();
+    let mut stored = String::new();
+    for table in ["webhook_deliveries", "webhook_attempts", "webhook_endpoint_actions"] {
+        let rows = conn.query(&format!("SELECT t::text FROM {table} t"), &[]).await.unwrap();
+        stored.extend(rows.iter().map(|row| row.get::<_, String>(0)));
+    }
+    let sent = serde_json::to_string(&receiver.received().await).unwrap();
+    let logged = logs.text();
+    for (place, text) in [("tables", &stored), ("bodies", &sent), ("logs", &logged)] {
+        for needle in [PATIENT_GIVEN, PATIENT_FAMILY, REASON, secret.as_str(), new_secret.as_str()] {
+            assert!(!text.contains(needle), "{needle} found in the webhook {place}");
+        }
+    }
+    drop(receiver.child);
+}
+
+fn uuid_of(id: &str) -> uuid::Uuid {
+    uuid::Uuid::from(id.parse::<ulid::Ulid>().unwrap())
+}
