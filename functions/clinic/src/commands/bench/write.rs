@@ -36,10 +36,10 @@ use super::stats::Samples;
 use super::Options;
 use clinic_testkit::TestDb;
 
-const PRACTITIONERS: usize = 1024;
-const PATIENTS: usize = 1024;
+pub(super) const PRACTITIONERS: usize = 1024;
+pub(super) const PATIENTS: usize = 1024;
 const SLOT_MINUTES: i64 = 30;
-const API_POOL: usize = 16;
+pub(super) const API_POOL: usize = 16;
 
 /// Hands out non-overlapping bookings.
 pub(super) struct Slots {
@@ -91,7 +91,7 @@ impl Booking {
 
 /// What one timed run did.
 #[derive(Debug)]
-struct RunResult {
+pub(super) struct RunResult {
     completed: u64,
     errors: u64,
     first_error: Option<String>,
@@ -100,11 +100,11 @@ struct RunResult {
 }
 
 impl RunResult {
-    fn per_second(&self) -> f64 {
+    pub(super) fn per_second(&self) -> f64 {
         self.completed as f64 / self.elapsed.as_secs_f64()
     }
 
-    fn describe(&mut self, unit: &str) -> String {
+    pub(super) fn describe(&mut self, unit: &str) -> String {
         format!(
             "{} {unit}/s · p50 {} · p99 {}",
             thousands(self.per_second()),
@@ -143,7 +143,7 @@ impl RunResult {
         merged
     }
 
-    fn check(&self, what: &str) -> anyhow::Result<()> {
+    pub(super) fn check(&self, what: &str) -> anyhow::Result<()> {
         if self.completed == 0 {
             anyhow::bail!(
                 "{what}: nothing completed ({} errors; first: {})",
@@ -321,7 +321,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
 }
 
 /// Books through the API with `clients` keep-alive connections for `duration`.
-async fn api_run(
+pub(super) async fn api_run(
     address: std::net::SocketAddr,
     auth: &hyper::header::HeaderValue,
     slots: &Arc<Slots>,
