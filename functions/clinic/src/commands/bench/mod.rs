@@ -99,7 +99,7 @@ pub struct Options {
     /// Rows claimed per step, for the dispatcher and the raw loop alike.
     #[arg(long, default_value_t = 100)]
     batch: i64,
-    /// Seconds of the sustained dispatch run (default 300; smoke 20).
+    /// Seconds of the sustained dispatch run (default 300; smoke 10).
     #[arg(long)]
     sustain_seconds: Option<u64>,
     /// Latencies (ms, comma-separated) of the transport the dispatch runs also drain through.
@@ -117,13 +117,13 @@ pub struct Options {
     /// Seconds between scheduled ticks of the Lambda run (default 60, as deployed; smoke 3).
     #[arg(long)]
     tick_secs: Option<u64>,
-    /// Ticks of the Lambda run per schedule, writes spread over them (default 5; smoke 2).
+    /// Ticks of the Lambda run per schedule, writes spread over them (default 5; smoke 1).
     #[arg(long)]
     lambda_ticks: Option<u32>,
     /// Events per second committed during the Lambda run.
     #[arg(long, default_value_t = 20)]
     lambda_rate: u32,
-    /// Seconds of the latency run (default 20; smoke 2).
+    /// Seconds of each latency run (default 20; smoke 1).
     #[arg(long)]
     latency_seconds: Option<u64>,
 }
@@ -139,16 +139,16 @@ impl Options {
         self.history.unwrap_or(if self.smoke { 20_000 } else { 10_000_000 })
     }
     fn sustain_duration(&self) -> Duration {
-        Duration::from_secs(self.sustain_seconds.unwrap_or(if self.smoke { 20 } else { 300 }))
+        Duration::from_secs(self.sustain_seconds.unwrap_or(if self.smoke { 10 } else { 300 }))
     }
     fn tick_period(&self) -> Duration {
         Duration::from_secs(self.tick_secs.unwrap_or(if self.smoke { 3 } else { 60 }))
     }
     fn lambda_ticks(&self) -> u32 {
-        self.lambda_ticks.unwrap_or(if self.smoke { 2 } else { 5 })
+        self.lambda_ticks.unwrap_or(if self.smoke { 1 } else { 5 })
     }
     fn latency_duration(&self) -> Duration {
-        Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 2 } else { 20 }))
+        Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 1 } else { 20 }))
     }
 }
 

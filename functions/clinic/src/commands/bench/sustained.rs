@@ -1,7 +1,7 @@
 //! Sustained dispatch with autovacuum on: a private PostgreSQL cluster started by the bench with
 //! PostgreSQL's defaults (fsync on, autovacuum on, its default naptime; the cluster `clinic dev`
 //! starts, in a throwaway folder), a producer keeping a backlog, the real dispatcher draining for
-//! `--sustain-seconds` (default 300; smoke 20), rate per window and the outbox's dead tuples at the
+//! `--sustain-seconds` (default 300; smoke 10), rate per window and the outbox's dead tuples at the
 //! end beside their bound.
 //!
 //! Invariants:
