@@ -116,18 +116,6 @@ impl Platform {
         }
     }
 
-    /// Waits until no environment runs an invocation (at most `bound`); true when all are idle.
-    pub async fn wait_idle(&self, bound: Duration) -> bool {
-        let deadline = Instant::now() + bound;
-        while Instant::now() < deadline {
-            if self.environments.iter().all(|e| !e.busy.load(Ordering::SeqCst)) {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        false
-    }
-
     pub fn tally(&self) -> Tally {
         self.tally.lock().map(|t| t.clone()).unwrap_or_default()
     }
