@@ -111,7 +111,10 @@ fn the_dispatcher_windows_overlap_and_fit_the_timeout_and_the_reserved_slots() {
         "window {longest} s + margin {DEADLINE_MARGIN:?} must fit the timeout {timeout} s"
     );
     // Every tick finds a slot: invocations last at most the timeout, so ceil(timeout / period) run at once.
-    assert!(reserved >= timeout.div_ceil(period), "{reserved} slots for {timeout} s invocations every {period} s");
+    assert!(
+        reserved >= timeout.div_ceil(period),
+        "{reserved} slots for {timeout} s invocations every {period} s"
+    );
     assert!(reserved <= 3, "a few dispatchers at most: each holds its pool and a LISTEN connection");
 }
 
