@@ -90,6 +90,27 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
         }
         other => anyhow::bail!("CLINIC_TRANSPORT must be `local` or `sqs` (got {other:?})"),
     };
+    start_loop(url, pool, transport, config, (stop, stop_rx), tasks)
+}
+
+/// Starts the dispatcher loop with a given transport (the latency bench's broker stand-in).
+pub fn spawn_transport(
+    url: &str,
+    pool: Pool,
+    transport: Arc<dyn Transport>,
+) -> anyhow::Result<DispatcherHandle> {
+    start_loop(url, pool, transport, DispatchConfig::from_env()?, watch::channel(false), Vec::new())
+}
+
+/// The custody reconciler and the dispatcher loop, on `transport`, beside `tasks`.
+fn start_loop(
+    url: &str,
+    pool: Pool,
+    transport: Arc<dyn Transport>,
+    config: DispatchConfig,
+    (stop, stop_rx): (watch::Sender<bool>, watch::Receiver<bool>),
+    mut tasks: Vec<JoinHandle<()>>,
+) -> anyhow::Result<DispatcherHandle> {
     tasks.push(tokio::spawn(reconcile_loop(
         pool.clone(),
         transport.clone(),

@@ -159,8 +159,8 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
-            // One custody pass per scheduled drain (the function's single slot is taken by the drain
-            // almost all the time, so a separate schedule would mostly be throttled). A failed pass
+            // One custody pass per scheduled drain (the function's reserved slots are taken by the
+            // overlapping drains almost all the time, so a separate schedule would mostly be throttled). A failed pass
             // is logged and the drain goes on.
             let transport = state.dispatcher.transport();
             match reconcile(pool, transport.as_ref(), &state.housekeeping.reconcile).await {

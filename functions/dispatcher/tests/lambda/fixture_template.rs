@@ -1,5 +1,6 @@
 //! `template.yaml` against the code: every listener in the catalog has its queue, dead-letter queue,
-//! consumer function and queue-URL variable, and the dispatcher's timeout leaves room for its window.
+//! consumer function and queue-URL variable, and the dispatcher's windows overlap, fit its timeout and
+//! its reserved slots.
 //!
 //! A listener added to the catalog without its queue would stop the dispatcher at start-up in AWS
 //! (`QueueMap::from_env` requires every listener's URL); this test catches it before a deploy.
@@ -84,18 +85,37 @@ fn every_listener_has_a_queue_a_dead_letter_queue_and_a_consumer() {
     assert_eq!(count("Binary: clinic-listener"), Listener::ALL.len());
 }
 
+/// Seconds a new invocation may need before it drains (a cold start, then the custody pass) while the
+/// previous window still runs.
+const START_ALLOWANCE_SECS: u64 = 5;
+
 #[test]
-fn the_dispatcher_timeout_outlasts_its_longest_window() {
+fn the_dispatcher_windows_overlap_and_fit_the_timeout_and_the_reserved_slots() {
     let function = resource("DispatcherFunction");
     let timeout: u64 = number_after(&function, "Timeout: ");
-    assert!(function.contains("ReservedConcurrentExecutions: 1"));
+    let reserved: u64 = number_after(&function, "ReservedConcurrentExecutions: ");
     assert!(function.contains("Schedule: rate(1 minute)"));
+    let period = 60;
     let window = resource("DispatchWindowSecs");
+    let shortest: u64 = number_after(&window, "MinValue: ");
     let longest: u64 = number_after(&window, "MaxValue: ");
+    let default: u64 = number_after(&window, "Default: ");
+    assert!((shortest..=longest).contains(&default));
+    // No gap: even the shortest window outlasts the period by the next invocation's start-up.
+    assert!(
+        shortest >= period + START_ALLOWANCE_SECS,
+        "window {shortest} s must outlast the {period} s schedule by {START_ALLOWANCE_SECS} s"
+    );
     assert!(
         longest + DEADLINE_MARGIN.as_secs() <= timeout,
         "window {longest} s + margin {DEADLINE_MARGIN:?} must fit the timeout {timeout} s"
     );
+    // Every tick finds a slot: invocations last at most the timeout, so ceil(timeout / period) run at once.
+    assert!(
+        reserved >= timeout.div_ceil(period),
+        "{reserved} slots for {timeout} s invocations every {period} s"
+    );
+    assert!(reserved <= 3, "a few dispatchers at most: each holds its pool and a LISTEN connection");
 }
 
 fn number_after(text: &str, key: &str) -> u64 {

@@ -1,7 +1,8 @@
 //! Dispatch: pending events of every type, pre-filled by plain SQL (events + outbox rows), drained by
 //! the real [`Dispatcher`] with the no-op transport, beside a raw claim-and-mark SQL loop over the
 //! same rows with the same batch size; then the same with already-dispatched history in the tables;
-//! then a sustained run fed by a producer, reported per window to show whether the rate stays flat.
+//! and the sustained run fed by a producer, reported per window to show whether the rate stays flat
+//! (called by bench/sustained.rs on a private cluster with autovacuum on).
 //!
 //! Fairness: before every timed drain the same rows are reset to `pending` and the outbox is vacuumed,
 //! so each drain starts from the same physical state; drains alternate raw, real, real, raw so drift
@@ -168,6 +169,23 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
 
     let rounds = if options.smoke { 1 } else { 2 };
     let empty = pair(db, &owner, workspace, events, batch, rounds).await?;
+    // The same rows through a transport with latency (bench/latency_transport.rs).
+    let baseline = super::latency_transport::Baseline {
+        noop_per_second: empty.real.events_per_second(),
+        raw_per_second: empty.raw.events_per_second(),
+        raw_step_seconds: empty.raw.elapsed.as_secs_f64()
+            / (empty.raw.events as f64 / batch as f64).ceil().max(1.0),
+    };
+    let latency_rows = super::latency_transport::run(
+        db,
+        &owner,
+        workspace,
+        events,
+        config(batch),
+        &options.transport_latency_ms,
+        baseline,
+    )
+    .await?;
 
     let history = options.history_rows();
     let history_workspace = uuid::Uuid::from(ulid::Ulid::generate());
@@ -226,29 +244,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         target: "≥ 0.8× empty".into(),
         met: Some(hist_ratio >= 0.8),
     });
+    latency_rows.into_iter().for_each(|row| report.push(row));
 
-    let duration = options.sustain_duration();
-    let window = if options.smoke { Duration::from_secs(1) } else { Duration::from_secs(10) };
-    let autovacuum: String = owner.query_one("SHOW autovacuum", &[]).await?.get(0);
-    let plain = sustained(db, &owner, batch, duration, window, false).await?;
-    push_sustained(report, "2c", &plain, duration, window, &format!("server autovacuum = {autovacuum}"));
-    if autovacuum != "on" {
-        let emulated = sustained(db, &owner, batch, duration, window, true).await?;
-        push_sustained(
-            report,
-            "2d",
-            &emulated,
-            duration,
-            window,
-            "the outbox's per-table thresholds applied by the bench (VACUUM event_outbox whenever dead tuples exceed \
-             autovacuum_vacuum_threshold, checked each second), standing in for the autovacuum this server has off",
-        );
-        report.note(format!(
-            "Dispatch: this PostgreSQL server runs with autovacuum = {autovacuum} (its CI configuration), so the \
-             outbox's per-table autovacuum settings cannot act here; row 2c shows the rate without any vacuum, \
-             row 2d with the bench vacuuming at the table's own threshold."
-        ));
-    }
+    // The sustained run (autovacuum on) runs on a private cluster: bench/sustained.rs.
     Ok(())
 }
 
@@ -288,7 +286,7 @@ async fn pair(
     Ok(result)
 }
 
-async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Result<()> {
+pub(super) async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) -> anyhow::Result<()> {
     let reset = owner.execute(RESET, &[&workspace]).await?;
     anyhow::ensure!(reset == events as u64, "reset {reset} rows, expected {events}");
     owner.execute(FORGET_STARTS, &[&workspace]).await?;
@@ -386,9 +384,9 @@ fn config(batch: i64) -> DispatchConfig {
 
 /// Per-window rates of a sustained run.
 #[derive(Debug)]
-struct Sustained {
-    rates: Vec<f64>,
-    dead_tuples_at_end: i64,
+pub(super) struct Sustained {
+    pub(super) rates: Vec<f64>,
+    pub(super) dead_tuples_at_end: i64,
     vacuums: u64,
 }
 
@@ -400,7 +398,7 @@ const DEAD_TUPLES: &str =
 
 /// Drains with the real dispatcher for `duration` while a producer keeps a backlog of pending events;
 /// with `vacuum`, also runs `VACUUM event_outbox` whenever its dead tuples pass the table's threshold.
-async fn sustained(
+pub(super) async fn sustained(
     db: &TestDb,
     owner: &Client,
     batch: i64,
@@ -504,7 +502,7 @@ async fn sustained(
     Ok(Sustained { rates, dead_tuples_at_end, vacuums: vacuums.load(Ordering::Relaxed) })
 }
 
-fn push_sustained(
+pub(super) fn push_sustained(
     report: &mut Report,
     label: &str,
     run: &Sustained,

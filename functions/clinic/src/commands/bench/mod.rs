@@ -1,5 +1,5 @@
-//! `clinic bench write|dispatch|latency|operator|disclosure|lists|recovery|all [--smoke]`: measures the
-//! pipeline beside the raw-SQL limit,
+//! `clinic bench write|write-history|dispatch|sustained|latency|lambda-window|operator|disclosure|lists|recovery|all
+//! [--smoke]`: measures the pipeline beside the raw-SQL limit,
 //! in one run, on one database, and prints a markdown table (machine description first).
 //!
 //! Invariants:
@@ -23,14 +23,19 @@ pub(crate) mod client;
 mod db;
 mod disclosure;
 mod dispatch;
+mod lambda_window;
 mod latency;
+mod latency_transport;
 mod lists;
 mod operator;
 mod recovery;
 mod report;
+mod runtime_api;
 mod serve;
 mod stats;
+mod sustained;
 mod write;
+mod write_history;
 
 use std::time::Duration;
 
@@ -46,10 +51,17 @@ pub struct BenchArgs {
 enum Target {
     /// Write path: appointments through the HTTP API beside raw SQL, plus the server's peak RSS.
     Write(Options),
-    /// Dispatch: the real dispatcher (no-op transport) beside a raw claim-and-mark loop.
+    /// Write path on empty tables and again with `--history` events of history.
+    WriteHistory(Options),
+    /// Dispatch: the real dispatcher (no-op transport, and with `--transport-latency-ms`) beside a raw
+    /// claim-and-mark loop, empty and with history.
     Dispatch(Options),
-    /// Latency: commit → listener receipt at a steady rate through the API and the local transport.
+    /// Sustained dispatch with a producer on a private PostgreSQL cluster with autovacuum on.
+    Sustained(Options),
+    /// Latency: commit → listener receipt at two rates, and commit → accepted with a slow transport.
     Latency(Options),
+    /// The dispatcher Lambda binary under a local Runtime API on a (compressible) schedule.
+    LambdaWindow(Options),
     /// Operator queries: outbox list and stats with and without 1,000,000 events of history.
     Operator(Options),
     /// The cost of the disclosure log on the read and write paths.
@@ -80,19 +92,38 @@ pub struct Options {
     /// Pending events drained per dispatch run (default 100000; smoke 5000).
     #[arg(long)]
     events: Option<i64>,
-    /// Already-dispatched history rows for the second dispatch run (default 1000000; smoke 20000).
+    /// Already-dispatched history rows for the dispatch and write runs with history (default
+    /// 10000000; smoke 20000).
     #[arg(long)]
     history: Option<i64>,
     /// Rows claimed per step, for the dispatcher and the raw loop alike.
     #[arg(long, default_value_t = 100)]
     batch: i64,
-    /// Seconds of the sustained dispatch run (default 60; smoke 2).
+    /// Seconds of the sustained dispatch run (default 300; smoke 10).
     #[arg(long)]
     sustain_seconds: Option<u64>,
+    /// Latencies (ms, comma-separated) of the transport the dispatch runs also drain through.
+    #[arg(long, value_delimiter = ',', default_value = "0,5,20")]
+    transport_latency_ms: Vec<u64>,
     /// Events per second of the latency run.
     #[arg(long, default_value_t = 200)]
     rate: u32,
-    /// Seconds of the latency run (default 20; smoke 2).
+    /// Events per second of the second latency run.
+    #[arg(long, default_value_t = 1000)]
+    high_rate: u32,
+    /// Latency (ms) of the transport of the commit → accepted run.
+    #[arg(long, default_value_t = 10)]
+    latency_transport_ms: u64,
+    /// Seconds between scheduled ticks of the Lambda run (default 60, as deployed; smoke 3).
+    #[arg(long)]
+    tick_secs: Option<u64>,
+    /// Ticks of the Lambda run per schedule, writes spread over them (default 5; smoke 1).
+    #[arg(long)]
+    lambda_ticks: Option<u32>,
+    /// Events per second committed during the Lambda run.
+    #[arg(long, default_value_t = 20)]
+    lambda_rate: u32,
+    /// Seconds of each latency run (default 20; smoke 1).
     #[arg(long)]
     latency_seconds: Option<u64>,
 }
@@ -105,13 +136,19 @@ impl Options {
         self.events.unwrap_or(if self.smoke { 5_000 } else { 100_000 })
     }
     fn history_rows(&self) -> i64 {
-        self.history.unwrap_or(if self.smoke { 20_000 } else { 1_000_000 })
+        self.history.unwrap_or(if self.smoke { 20_000 } else { 10_000_000 })
     }
     fn sustain_duration(&self) -> Duration {
-        Duration::from_secs(self.sustain_seconds.unwrap_or(if self.smoke { 2 } else { 60 }))
+        Duration::from_secs(self.sustain_seconds.unwrap_or(if self.smoke { 10 } else { 300 }))
+    }
+    fn tick_period(&self) -> Duration {
+        Duration::from_secs(self.tick_secs.unwrap_or(if self.smoke { 3 } else { 60 }))
+    }
+    fn lambda_ticks(&self) -> u32 {
+        self.lambda_ticks.unwrap_or(if self.smoke { 1 } else { 5 })
     }
     fn latency_duration(&self) -> Duration {
-        Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 2 } else { 20 }))
+        Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 1 } else { 20 }))
     }
 }
 
@@ -119,8 +156,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (options, sections): (Options, &[Section]) = match args.target {
         Target::Serve(serve_args) => return serve::run(serve_args).await,
         Target::Write(o) => (o, &[Section::Write]),
+        Target::WriteHistory(o) => (o, &[Section::WriteHistory]),
         Target::Dispatch(o) => (o, &[Section::Dispatch]),
+        Target::Sustained(o) => (o, &[Section::Sustained]),
         Target::Latency(o) => (o, &[Section::Latency]),
+        Target::LambdaWindow(o) => (o, &[Section::LambdaWindow]),
         Target::Operator(o) => (o, &[Section::Operator]),
         Target::Disclosure(o) => (o, &[Section::Disclosure]),
         Target::Lists(o) => (o, &[Section::Lists]),
@@ -129,8 +169,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             o,
             &[
                 Section::Write,
+                Section::WriteHistory,
                 Section::Dispatch,
+                Section::Sustained,
                 Section::Latency,
+                Section::LambdaWindow,
                 Section::Operator,
                 Section::Disclosure,
                 Section::Lists,
@@ -142,6 +185,14 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(options.clients >= 1, "--clients must be at least 1");
     anyhow::ensure!((1..=1000).contains(&options.batch), "--batch must be 1-1000");
     anyhow::ensure!(options.rate >= 1, "--rate must be at least 1");
+    anyhow::ensure!(options.high_rate >= 1, "--high-rate must be at least 1");
+    anyhow::ensure!((1..=1000).contains(&options.lambda_rate), "--lambda-rate must be 1-1000");
+    anyhow::ensure!(options.tick_period() >= Duration::from_secs(2), "--tick-secs must be at least 2");
+    anyhow::ensure!(options.lambda_ticks() >= 1, "--lambda-ticks must be at least 1");
+    anyhow::ensure!(
+        options.transport_latency_ms.iter().all(|ms| *ms <= 10_000),
+        "--transport-latency-ms values must be 0-10000"
+    );
     let (admin_url, cluster) = crate::settings::database()?;
     let outcome = run_sections(&admin_url, &options, sections).await;
     if let Some(cluster) = cluster {
@@ -153,8 +204,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
 #[derive(Debug, Clone, Copy)]
 enum Section {
     Write,
+    WriteHistory,
     Dispatch,
+    Sustained,
     Latency,
+    LambdaWindow,
     Operator,
     Disclosure,
     Lists,
@@ -164,12 +218,20 @@ enum Section {
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
     let mut report = Report::new(admin_url, options.smoke).await?;
     for section in sections {
+        if let Section::Sustained = section {
+            // Its own private cluster, not the bench server.
+            sustained::run(options, &mut report).await?;
+            continue;
+        }
         let bench_db = db::create(admin_url).await?;
         eprintln!("bench: database {}", bench_db.name);
         match section {
             Section::Write => write::run(&bench_db, options, &mut report).await?,
+            Section::WriteHistory => write_history::run(&bench_db, options, &mut report).await?,
             Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await?,
+            Section::Sustained => {}
             Section::Latency => latency::run(&bench_db, options, &mut report).await?,
+            Section::LambdaWindow => lambda_window::run(&bench_db, options, &mut report).await?,
             Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await?,
             Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await?,
             Section::Lists => lists::run(&bench_db, options, &mut report).await?,

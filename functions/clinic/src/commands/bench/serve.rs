@@ -28,6 +28,10 @@ pub struct ServeArgs {
     /// Run the dispatcher loop with the local transport beside the API, as `clinic dev` does.
     #[arg(long)]
     dispatcher: bool,
+    /// With `--dispatcher`: start listeners through the no-op transport with this latency per call
+    /// (bench/latency_transport.rs) instead of running them locally.
+    #[arg(long)]
+    transport_latency_ms: Option<u64>,
 }
 
 /// The child side.
@@ -36,10 +40,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let url = std::env::var(URL_VAR).with_context(|| format!("{URL_VAR} is not set"))?;
     let secret = std::env::var(SECRET_VAR).with_context(|| format!("{SECRET_VAR} is not set"))?;
     let pool = connect_pool(&url, args.pool, None)?;
-    let dispatcher = if args.dispatcher {
-        Some(crate::dev_dispatcher::spawn_local(&url, pool.clone()).await?)
-    } else {
-        None
+    let dispatcher = match (args.dispatcher, args.transport_latency_ms) {
+        (false, _) => None,
+        (true, None) => Some(crate::dev_dispatcher::spawn_local(&url, pool.clone()).await?),
+        (true, Some(ms)) => {
+            let transport = super::latency_transport::LatencyTransport::new(Duration::from_millis(ms));
+            Some(crate::dev_dispatcher::spawn_transport(&url, pool.clone(), std::sync::Arc::new(transport))?)
+        }
     };
     let state = AppState { pool, api: ApiConfig::local(&secret)? };
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
@@ -71,11 +78,26 @@ pub struct ServerChild {
 impl ServerChild {
     /// Starts `clinic bench serve` on `app_url` (a URL that connects as the service role).
     pub async fn start(app_url: &str, secret: &str, pool: usize, dispatcher: bool) -> anyhow::Result<Self> {
+        Self::start_with(app_url, secret, pool, dispatcher, None).await
+    }
+
+    /// Like [`ServerChild::start`]; with `transport_latency_ms`, the dispatcher starts listeners
+    /// through the no-op transport with that latency per call instead of running them.
+    pub async fn start_with(
+        app_url: &str,
+        secret: &str,
+        pool: usize,
+        dispatcher: bool,
+        transport_latency_ms: Option<u64>,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("locating the clinic binary")?;
         let mut command = Command::new(exe);
         command.args(["bench", "serve", "--pool", &pool.to_string()]);
         if dispatcher {
             command.arg("--dispatcher");
+        }
+        if let Some(ms) = transport_latency_ms {
+            command.args(["--transport-latency-ms", &ms.to_string()]);
         }
         let mut child = command
             .env(URL_VAR, app_url)

@@ -28,7 +28,7 @@ use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 use ulid::Ulid;
 
-use super::client::{bearer, Connection};
+use super::client::{bearer, Answer, Connection};
 use super::db::{seed, BenchConnections as _, Fixtures};
 use super::report::{ms, ratio, thousands, Report, Row};
 use super::serve::ServerChild;
@@ -36,10 +36,10 @@ use super::stats::Samples;
 use super::Options;
 use clinic_testkit::TestDb;
 
-const PRACTITIONERS: usize = 1024;
-const PATIENTS: usize = 1024;
+pub(super) const PRACTITIONERS: usize = 1024;
+pub(super) const PATIENTS: usize = 1024;
 const SLOT_MINUTES: i64 = 30;
-const API_POOL: usize = 16;
+pub(super) const API_POOL: usize = 16;
 
 /// Hands out non-overlapping bookings.
 pub(super) struct Slots {
@@ -91,7 +91,7 @@ impl Booking {
 
 /// What one timed run did.
 #[derive(Debug)]
-struct RunResult {
+pub(super) struct RunResult {
     completed: u64,
     errors: u64,
     first_error: Option<String>,
@@ -100,11 +100,11 @@ struct RunResult {
 }
 
 impl RunResult {
-    fn per_second(&self) -> f64 {
+    pub(super) fn per_second(&self) -> f64 {
         self.completed as f64 / self.elapsed.as_secs_f64()
     }
 
-    fn describe(&mut self, unit: &str) -> String {
+    pub(super) fn describe(&mut self, unit: &str) -> String {
         format!(
             "{} {unit}/s · p50 {} · p99 {}",
             thousands(self.per_second()),
@@ -143,7 +143,7 @@ impl RunResult {
         merged
     }
 
-    fn check(&self, what: &str) -> anyhow::Result<()> {
+    pub(super) fn check(&self, what: &str) -> anyhow::Result<()> {
         if self.completed == 0 {
             anyhow::bail!(
                 "{what}: nothing completed ({} errors; first: {})",
@@ -258,22 +258,23 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let (quiet_ratio, quiet_ratio_text) = ratio(quiet_rate, raw_rate);
     report.push(Row {
         measure: format!(
-            "1a. Write: POST /v1/appointments, {clients} keep-alive clients, {}s, no dispatcher waiting (no NOTIFY)",
+            "1a. Write: POST /v1/appointments with an Idempotency-Key, {clients} keep-alive clients, {}s, no dispatcher waiting (no NOTIFY)",
             duration.as_secs()
         ),
         figure: api_quiet.describe("req"),
         baseline: raw_text.clone(),
         ratio: quiet_ratio_text,
-        target: "≥ 0.8×".into(),
-        met: Some(quiet_ratio >= 0.8),
+        target: "≥ 0.95×".into(),
+        met: Some(quiet_ratio >= 0.95),
     });
+    let (pipelined_ratio, pipelined_ratio_text) = ratio(quiet_rate, pipelined_rate);
     report.push(Row {
         measure: "1a'. Same API run against the pipelined raw limit".into(),
         figure: format!("{} req/s", thousands(quiet_rate)),
         baseline: pipelined_text,
-        ratio: ratio(quiet_rate, pipelined_rate).1,
-        target: "— (reference)".into(),
-        met: None,
+        ratio: pipelined_ratio_text,
+        target: "≥ 0.8×".into(),
+        met: Some(pipelined_ratio >= 0.8),
     });
     let notify_rate = api_notify.per_second();
     report.push(Row {
@@ -314,14 +315,15 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         met: rss_mib.map(|mib| mib <= 64.0),
     });
     report.note(
-        "Write: the target is judged against the raw run with the API's round-trip shape (one statement per \
-         round trip); the pipelined raw run is the floor no request/response API reaches and is shown for scale.",
+        "Write: 1a is judged against the raw run with the API's round-trip shape (one statement per round \
+         trip), 1a' against the pipelined raw run (every statement in one round trip). The API requests carry an \
+         Idempotency-Key (its claim and saved response are API work the raw runs do not do).",
     );
     Ok(())
 }
 
 /// Books through the API with `clients` keep-alive connections for `duration`.
-async fn api_run(
+pub(super) async fn api_run(
     address: std::net::SocketAddr,
     auth: &hyper::header::HeaderValue,
     slots: &Arc<Slots>,
@@ -347,13 +349,15 @@ async fn api_run(
             };
             while Instant::now() < deadline {
                 let body = slots.take().json();
+                // Every booking claims an idempotency key, as a retrying client's would.
+                let key = Ulid::generate().to_string();
                 let sent = Instant::now();
-                match connection.post_json("/v1/appointments", body).await {
-                    Ok((status, _)) if status.as_u16() == 201 => {
+                match connection.post("/v1/appointments", body, Some(&key)).await {
+                    Ok(answer) if answer.status.as_u16() == 201 => {
                         result.samples.push(sent.elapsed());
                         result.completed += 1;
                     }
-                    Ok((status, body)) => {
+                    Ok(Answer { status, body, .. }) => {
                         result.errors += 1;
                         result.first_error.get_or_insert_with(|| {
                             format!("HTTP {status}: {}", String::from_utf8_lossy(&body))

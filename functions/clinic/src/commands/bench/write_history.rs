@@ -1,0 +1,96 @@
+//! The write path with history: the API run of row 1a (no dispatcher waiting) on empty tables, then
+//! again after `--history` events (default 10,000,000; smoke 20,000) of already-dispatched history
+//! were pre-filled by plain SQL into `events`, `event_resources` (the primary link) and `event_outbox`
+//! — the tables every booking writes and whose indexes grow with time.
+//!
+//! Invariants:
+//! - Both runs go through the same server child, clients and fixtures on the same database, so the
+//!   ratio shows only what the history costs.
+//! - The prefill is untimed and followed by `VACUUM ANALYZE`, as a database past its first autovacuum
+//!   would be.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use clinic_core::http::auth::{issue_token, Role};
+use tokio::time::Instant;
+use tokio_postgres::Client;
+use ulid::Ulid;
+
+use super::client::bearer;
+use super::db::{seed, BenchConnections as _};
+use super::report::{ratio, thousands, Report, Row};
+use super::serve::ServerChild;
+use super::write::{api_run, Slots, API_POOL, PATIENTS, PRACTITIONERS};
+use super::Options;
+use clinic_testkit::TestDb;
+
+/// The primary timeline link of every event of workspace `$1` (what `store::append` writes first).
+const PREFILL_LINKS: &str =
+    "INSERT INTO event_resources (workspace_id, resource_type, resource_id, event_id) \
+     SELECT workspace_id, resource_type, resource_id, id FROM events WHERE workspace_id = $1";
+
+/// Rows per prefill statement.
+const CHUNK: i64 = 100_000;
+
+pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
+    let clients = options.clients;
+    let duration = options.write_duration();
+    let owner = db.owner().await?;
+    let fixtures = seed(&owner, PRACTITIONERS, PATIENTS).await?;
+    let slots = Arc::new(Slots::new(fixtures.clone()));
+    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
+    let server = ServerChild::start(&db.app_url(), &secret, API_POOL, false).await?;
+    let token = issue_token(
+        secret.as_bytes(),
+        fixtures.workspace_id,
+        fixtures.member_id.ulid(),
+        Role::Admin,
+        std::time::Duration::from_secs(3600),
+    )?;
+    let auth = bearer(&token)?;
+
+    eprintln!("bench: write-history: API on empty tables ({clients} clients, {duration:?})");
+    let mut empty = api_run(server.address, &auth, &slots, clients, duration).await?;
+    empty.check("API, empty tables")?;
+    let history = options.history_rows();
+    prefill(&owner, history).await?;
+    eprintln!("bench: write-history: API with {} events of history", thousands(history as f64));
+    let mut with_history = api_run(server.address, &auth, &slots, clients, duration).await?;
+    with_history.check("API with history")?;
+    server.stop().await?;
+
+    let (history_ratio, history_ratio_text) = ratio(with_history.per_second(), empty.per_second());
+    report.push(Row {
+        measure: format!(
+            "1d. Write (as 1a) with {} already-dispatched events of history in events, event_resources and event_outbox",
+            thousands(history as f64)
+        ),
+        figure: with_history.describe("req"),
+        baseline: format!("the same run on empty tables, same section: {}", empty.describe("req")),
+        ratio: history_ratio_text,
+        target: "≥ 0.8× empty".into(),
+        met: Some(history_ratio >= 0.8),
+    });
+    Ok(())
+}
+
+/// `rows` dispatched events of history, in chunks (one workspace per chunk), then `VACUUM ANALYZE`.
+async fn prefill(owner: &Client, rows: i64) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let (types, resources) = super::dispatch::catalog();
+    let mut written = 0;
+    while written < rows {
+        let chunk = CHUNK.min(rows - written);
+        let workspace = uuid::Uuid::from(Ulid::generate());
+        owner
+            .execute(super::dispatch::PREFILL, &[&workspace, &chunk, &"dispatched", &types, &resources])
+            .await
+            .context("pre-filling history")?;
+        owner.execute(PREFILL_LINKS, &[&workspace]).await.context("pre-filling history links")?;
+        written += chunk;
+    }
+    owner.batch_execute("VACUUM ANALYZE").await?;
+    eprintln!("bench: write-history: pre-filled {rows} events in {:?}", started.elapsed());
+    Ok(())
+}
