@@ -169,11 +169,7 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_contract",
         sql: include_str!("../../../migrations/V11__event_contract.sql"),
     },
-    Migration {
-        version: 12,
-        name: "webhooks",
-        sql: include_str!("../../../migrations/V12__webhooks.sql"),
-    },
+    Migration { version: 12, name: "webhooks", sql: include_str!("../../../migrations/V12__webhooks.sql") },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

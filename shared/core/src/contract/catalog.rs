@@ -94,10 +94,9 @@ pub const fn listener_tests(listener: Listener) -> &'static [(&'static str, &'st
             "functions/listener/tests/lambda/handler.rs",
             "end_to_end_over_sqs_commit_dispatch_listen_notify_and_duplicates_are_no_ops",
         )],
-        Listener::WebhookFanOut => &[(
-            "tests/e2e/webhooks.rs",
-            "webhooks_reach_a_standard_webhooks_receiver",
-        )],
+        Listener::WebhookFanOut => {
+            &[("tests/e2e/webhooks.rs", "webhooks_reach_a_standard_webhooks_receiver")]
+        }
         Listener::PractitionerScheduleChange
         | Listener::PatientRescheduleNotice
         | Listener::PatientCancellationNotice
