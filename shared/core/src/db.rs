@@ -151,6 +151,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator_console",
         sql: include_str!("../../../migrations/V9__operator_console.sql"),
     },
+    Migration {
+        version: 10,
+        name: "custody_per_event",
+        sql: include_str!("../../../migrations/V10__custody_per_event.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"
