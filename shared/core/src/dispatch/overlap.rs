@@ -112,7 +112,10 @@ impl Dispatcher {
     /// Steps until a claim finds nothing due (or the deadline passes, or the transport is down) with
     /// up to `steps_in_flight` batches in flight (see the module docs). `Idle` when the first claim
     /// found nothing; otherwise the summed report of every batch.
-    pub(super) async fn burst(&self, deadline: Option<Instant>) -> Result<(StepOutcome, usize), DispatchError> {
+    pub(super) async fn burst(
+        &self,
+        deadline: Option<Instant>,
+    ) -> Result<(StepOutcome, usize), DispatchError> {
         let limit = self.config.steps_in_flight.max(1);
         let (mut steps, mut totals) = (0usize, StepReport::default());
         let mut in_flight = FuturesUnordered::new();

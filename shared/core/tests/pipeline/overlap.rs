@@ -35,9 +35,11 @@ impl Transport for Slow {
         self.most_at_once.fetch_max(running, Ordering::SeqCst);
         let delay = 20 + 60u64.saturating_sub(15 * (call as u64 % 5));
         tokio::time::sleep(Duration::from_millis(delay)).await;
-        self.accepted.lock().unwrap().extend(starts.iter().map(|s| {
-            (s.envelope.id.to_string(), s.listener, s.envelope.resource_id.to_string())
-        }));
+        self.accepted.lock().unwrap().extend(
+            starts
+                .iter()
+                .map(|s| (s.envelope.id.to_string(), s.listener, s.envelope.resource_id.to_string())),
+        );
         self.running.fetch_sub(1, Ordering::SeqCst);
         starts.iter().map(|_| Ok(Some(format!("m-{call}")))).collect()
     }
@@ -120,7 +122,8 @@ async fn a_batch_whose_claim_was_taken_over_in_flight_is_fenced_and_records_noth
     let practitioner = fx.create_practitioner().await;
     fx.book_many(patient, practitioner, 24, 6).await;
     // The two events without listeners go first, so the first start call is the first booking's.
-    let thief = Arc::new(Thief { pool: fx.db.pool.clone(), done: AtomicUsize::new(0), stolen: Mutex::default() });
+    let thief =
+        Arc::new(Thief { pool: fx.db.pool.clone(), done: AtomicUsize::new(0), stolen: Mutex::default() });
     let dispatcher = fx.dispatcher(thief.clone(), overlapped(1, 3));
     let report = drain(&dispatcher).await;
     let stolen = thief.stolen.lock().unwrap().clone();

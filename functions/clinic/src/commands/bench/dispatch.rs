@@ -370,8 +370,8 @@ async fn real_drain(db: &TestDb, batch: i64, steps: usize) -> anyhow::Result<Dra
         clients.push(client);
     }
     drop(clients);
-    let dispatcher = Dispatcher::new(pool, Arc::new(NoopTransport), config(batch, steps))
-        .with_metrics(MetricsMode::Off);
+    let dispatcher =
+        Dispatcher::new(pool, Arc::new(NoopTransport), config(batch, steps)).with_metrics(MetricsMode::Off);
     let cpu = CpuMeter::start(&backends);
     let started = Instant::now();
     let report = dispatcher.drain_once().await?;
