@@ -98,17 +98,17 @@ impl Transport for Thief {
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         if self.done.fetch_add(1, Ordering::SeqCst) == 0 {
             let ids: Vec<_> = starts.iter().map(|s| s.envelope.id).collect();
-            let client = self.pool.get().await.unwrap();
-            client
-                .execute(
-                    "UPDATE event_outbox SET available_at = now() - interval '1 second' \
-                     WHERE event_id = ANY($1)",
-                    &[&ids],
-                )
+            let mut client = self.pool.get().await.unwrap();
+            // Expire the lease and take the rows in one transaction (its row locks keep the drain's
+            // own next claim off them); the oldest clock puts them first in the claim order.
+            let tx = client.transaction().await.unwrap();
+            tx.execute("UPDATE event_outbox SET available_at = 'epoch' WHERE event_id = ANY($1)", &[&ids])
                 .await
                 .unwrap();
-            let taken =
-                clinic_core::outbox::claim(&client, 100, Duration::from_secs(60), "thief").await.unwrap();
+            let taken = clinic_core::outbox::claim(&tx, ids.len() as i64, Duration::from_secs(60), "thief")
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
             self.stolen.lock().unwrap().extend(taken.rows.iter().map(|r| r.envelope.id));
         }
         starts.iter().map(|_| Ok(None)).collect()
