@@ -97,7 +97,8 @@ impl Transport for Thief {
 
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         if self.done.fetch_add(1, Ordering::SeqCst) == 0 {
-            let ids: Vec<_> = starts.iter().map(|s| s.envelope.id).collect();
+            let mut ids: Vec<_> = starts.iter().map(|s| s.envelope.id).collect();
+            ids.dedup(); // one event's starts are adjacent
             let mut client = self.pool.get().await.unwrap();
             // Expire the lease and take the rows in one transaction (its row locks keep the drain's
             // own next claim off them); the oldest clock puts them first in the claim order.
