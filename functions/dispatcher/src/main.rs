@@ -14,8 +14,9 @@ use lambda_runtime::{service_fn, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
-    let database = DatabaseConfig::from_env(2)?;
     let config = DispatchConfig::from_env()?;
+    // One connection per batch in its mark, plus the claim's.
+    let database = DatabaseConfig::from_env(config.steps_in_flight + 1)?;
     let sqs = SqsConfig::from_env()?;
     let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
     let client = build_client_with(sqs.endpoint.as_deref(), SqsTimeouts::from_env()?).await;

@@ -170,6 +170,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/V11__event_contract.sql"),
     },
     Migration { version: 12, name: "webhooks", sql: include_str!("../../../migrations/V12__webhooks.sql") },
+    Migration {
+        version: 13,
+        name: "custody_per_event",
+        sql: include_str!("../../../migrations/V13__custody_per_event.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -154,6 +154,10 @@ impl Transport for SqsTransport {
         "sqs"
     }
 
+    fn ordered(&self, listener: Listener) -> bool {
+        self.queues.url(listener).is_some_and(|url| url.ends_with(".fifo"))
+    }
+
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
         let mut results: Vec<Option<StartResult>> = vec![None; starts.len()];
         let mut by_listener: BTreeMap<Listener, Vec<(usize, Start<'_>)>> = BTreeMap::new();

@@ -35,6 +35,14 @@ pub struct DispatchConfig {
     /// event type or listener this build does not know (a newer build's, mid-deploy) is held before
     /// it is claimed again. Such rows never spend attempts and are never buried.
     pub unknown_retry: Duration,
+    /// `CLINIC_DISPATCH_STEPS_IN_FLIGHT` (default 2, 1–16): batches a drain keeps between claim and
+    /// mark at once. The drain claims the next batch while earlier ones are still starting or being
+    /// marked, so a transport's latency (an SQS round trip) is not idle time; claims stay one at a
+    /// time, each batch keeps its own claim token and lease, and starts of one FIFO group never
+    /// overtake each other (see `dispatch::overlap`). Each batch in its mark holds one connection:
+    /// keep `CLINIC_DB_POOL_SIZE` at least this plus one (the dispatcher Lambda's default is).
+    /// 1 is the strict claim → start → mark sequence.
+    pub steps_in_flight: usize,
 }
 
 impl Default for DispatchConfig {
@@ -52,6 +60,7 @@ impl Default for DispatchConfig {
             poll_interval: Duration::from_millis(500),
             probe_max: Duration::from_secs(30),
             unknown_retry: Duration::from_secs(30),
+            steps_in_flight: 2,
         }
     }
 }
@@ -73,6 +82,11 @@ impl DispatchConfig {
             poll_interval: millis("CLINIC_DISPATCH_POLL_MS", 500, 10..=60_000)?,
             probe_max: millis("CLINIC_DISPATCH_PROBE_MAX_MS", 30_000, 10..=30_000)?,
             unknown_retry: millis("CLINIC_DISPATCH_UNKNOWN_RETRY_MS", 30_000, 100..=3_600_000)?,
+            steps_in_flight: bounded(
+                "CLINIC_DISPATCH_STEPS_IN_FLIGHT",
+                defaults.steps_in_flight as u64,
+                1..=16,
+            )? as usize,
         };
         if config.backoff.cap < config.backoff.base {
             return Err(ConfigError::Invalid {

@@ -14,7 +14,7 @@ use super::transport::{Start, StartError, StartResult, Transport};
 use super::{DispatchConfig, DispatchError, ListenSource, StepOutcome, StepReport};
 use crate::ids::EventId;
 use crate::listeners::Listener;
-use crate::outbox::{self, Claim, Claimed, Failure, FailureMark, StartRecord};
+use crate::outbox::{self, Claim, Claimed, DispatchedRow, Failure, FailureMark, StartRecord};
 
 /// Claims due outbox rows and starts their listeners through a [`Transport`].
 ///
@@ -32,6 +32,8 @@ pub struct Dispatcher {
     pub(super) metrics: super::metrics::Recorder,
     /// The transport outage in progress, if any (see [`super::outage`]).
     pub(super) outage: Outage,
+    /// FIFO groups being started by batches in flight (see [`super::overlap`]).
+    pub(super) order: super::overlap::StartOrder,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -76,6 +78,7 @@ impl Dispatcher {
             listening: tokio::sync::Mutex::new(None),
             metrics: super::metrics::Recorder::default(),
             outage: Outage::default(),
+            order: Default::default(),
         }
     }
 
@@ -123,20 +126,36 @@ impl Dispatcher {
     }
 
     /// Claims one batch, starts its listeners, marks the rows. `Idle` when nothing was due.
+    /// One step alone, nothing overlapped (the drains overlap steps: [`Dispatcher::drain_once`]).
     pub async fn step(&self) -> Result<StepOutcome, DispatchError> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let claim = self.claim().await?;
         if claim.is_empty() {
             return Ok(StepOutcome::Idle);
         }
-        let results = self.start(&claim).await;
-        let report = self.mark(&claim, results).await?;
+        Ok(StepOutcome::Dispatched(self.finish(&claim, started, None).await?))
+    }
+
+    /// Units 2 and 3 of a claimed batch: start (after earlier batches of its FIFO groups, when
+    /// `turn` is given), then mark.
+    pub(super) async fn finish(
+        &self,
+        claim: &Claim,
+        started: tokio::time::Instant,
+        turn: Option<super::overlap::Turn<'_>>,
+    ) -> Result<StepReport, DispatchError> {
+        if let Some(turn) = &turn {
+            turn.wait().await;
+        }
+        let results = self.start(claim).await;
+        drop(turn);
+        let report = self.mark(claim, results).await?;
         self.metrics.batch(started.elapsed());
-        Ok(StepOutcome::Dispatched(report))
+        Ok(report)
     }
 
     /// Unit 1: one statement claims the batch.
-    async fn claim(&self) -> Result<Claim, DispatchError> {
+    pub(super) async fn claim(&self) -> Result<Claim, DispatchError> {
         let client = self.pool.get().await?;
         let config = &self.config;
         let claim =
@@ -189,40 +208,45 @@ impl Dispatcher {
         results
     }
 
-    /// Unit 3: fenced marks. A fully successful batch is one statement (starts and `dispatched`
-    /// together); failures add one statement for the rows to retry, hold or bury, in one transaction.
+    /// Unit 3: fenced marks. A fully successful batch is one statement (`dispatched`, with each row's
+    /// awaited listeners recorded on the row); failures add the starts of the unfinished rows
+    /// (`listener_starts`) and one statement for the rows to retry, hold or bury, in one transaction.
     /// One [`RowOutcome`] per row comes out; report, metrics and facts are folds over them.
     async fn mark(&self, claim: &Claim, results: Vec<RowResult>) -> Result<StepReport, DispatchError> {
         let outage = self.outage_of(&results);
         let mut plans: Vec<Plan> = Vec::with_capacity(claim.len());
+        let mut done: Vec<DispatchedRow> = Vec::with_capacity(claim.rows.len());
         let mut starts: Vec<StartRecord> = Vec::new();
-        // Custody: every start is recorded unless the transport's success already meant the receipt
-        // (local); starts of rows that failed in part are recorded anyway, so a retry skips them.
+        // Custody: a finished row awaits the receipts of the listeners it started, unless the
+        // transport's success already meant the receipt (local). An unfinished row's starts become
+        // `listener_starts` rows whatever the transport, so its retry skips them.
         let settled = self.transport.settles_on_start();
         for (row, result) in claim.rows.iter().zip(results) {
-            let record = !settled
-                || !result.failures.is_empty()
-                || !row.unknown_listeners.is_empty()
-                || row.held().next().is_some();
-            starts.extend(result.successes.iter().filter(|_| record).map(|(listener, message_id)| {
-                StartRecord { event_id: row.envelope.id, listener: *listener, message_id: message_id.clone() }
-            }));
-            plans.push(self.plan(row, &result, outage));
+            let plan = self.plan(row, &result, outage);
+            let event_id = row.envelope.id;
+            if plan.failure.is_none() {
+                let awaiting =
+                    if settled { Vec::new() } else { result.successes.iter().map(|(l, _)| *l).collect() };
+                done.push(DispatchedRow { event_id, awaiting });
+            } else {
+                starts.extend(result.successes.iter().map(|(listener, message_id)| StartRecord {
+                    event_id,
+                    listener: *listener,
+                    message_id: message_id.clone(),
+                }));
+            }
+            plans.push(plan);
         }
         plans.extend(claim.unreadable.iter().map(|row| self.plan_unreadable(row)));
-        let done: Vec<EventId> =
-            plans.iter().filter(|p| p.failure.is_none()).map(|p| p.outcome.event_id).collect();
         let failed: Vec<FailureMark> = plans.iter().filter_map(|p| p.failure.clone()).collect();
 
         let mut client = self.pool.get().await?;
         let marked: HashSet<EventId> = if failed.is_empty() {
-            outbox::mark_dispatched_with_starts(&client, claim.token, &done, &starts)
-                .await?
-                .into_iter()
-                .collect()
+            outbox::mark_dispatched_awaiting(&client, claim.token, &done).await?.into_iter().collect()
         } else {
             let tx = client.transaction().await?;
-            let mut marked = outbox::mark_dispatched_with_starts(&tx, claim.token, &done, &starts).await?;
+            let mut marked = outbox::mark_dispatched_awaiting(&tx, claim.token, &done).await?;
+            outbox::record_starts(&tx, &starts).await?;
             marked.extend(outbox::mark_failed(&tx, claim.token, &failed).await?);
             tx.commit().await?;
             marked.into_iter().collect()

@@ -9,8 +9,10 @@
 //!   writers nothing.
 //! - While the transport is down (see [`Dispatcher::outage_pause`]) the loop waits for the next probe
 //!   (≤ [`super::DispatchConfig::probe_max`]) instead of claiming again at once.
-//! - No step starts after the deadline; the loop returns before the window ends (a step in flight at
-//!   the deadline finishes first — steps are short: one batch).
+//! - Work comes in bursts of overlapped steps (`overlap`): up to `steps_in_flight` batches between
+//!   claim and mark, until a claim finds nothing due.
+//! - No claim is issued after the deadline; the loop returns before the window ends (batches in
+//!   flight at the deadline finish first — each is short: one batch).
 //! - The `LISTEN` connection is opened lazily, kept across drains (never one per invocation) and
 //!   reopened when it breaks; without it the loop still works, by polling.
 
@@ -44,11 +46,11 @@ impl Dispatcher {
         self.drain_until(None, shutdown).await
     }
 
-    /// One pass: steps until nothing is due, without waiting for more.
+    /// One pass: steps (overlapped) until nothing is due, without waiting for more.
     pub async fn drain_once(&self) -> Result<DrainReport, DispatchError> {
         let mut report = DrainReport::default();
-        while let StepOutcome::Dispatched(step) = self.step().await? {
-            report.add(&step);
+        while let (StepOutcome::Dispatched(totals), steps) = self.burst(None).await? {
+            report.add(steps, &totals);
         }
         crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         Ok(report)
@@ -72,9 +74,9 @@ impl Dispatcher {
                 None => None,
             };
             let nap = remaining.map_or(self.config.poll_interval, |r| r.min(self.config.poll_interval));
-            match self.step().await {
-                Ok(StepOutcome::Dispatched(step)) => {
-                    report.add(&step);
+            match self.burst(deadline).await {
+                Ok((StepOutcome::Dispatched(totals), steps)) => {
+                    report.add(steps, &totals);
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                     if registered.take().is_some() {
                         self.unregister().await;
@@ -89,7 +91,7 @@ impl Dispatcher {
                     }
                     continue;
                 }
-                Ok(StepOutcome::Idle) => {
+                Ok((StepOutcome::Idle, _)) => {
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                 }
                 Err(error) => {

@@ -19,6 +19,9 @@
 //!   per-message rejections and permanent errors count toward `dead`.
 //! - Deploy-safe: a row whose event type or `only_listeners` this build does not know is held for
 //!   [`DispatchConfig::unknown_retry`] (logged), never buried.
+//! - A drain overlaps steps (module `overlap`): up to [`DispatchConfig::steps_in_flight`] batches
+//!   between claim and mark, claims one at a time, each batch fenced by its own token, FIFO groups
+//!   started in claim order.
 //!
 //! Wiring (e.g. `clinic dev`): build a [`Dispatcher`] with a [`LocalTransport`] and run
 //! [`Dispatcher::run_until`] in a background task; in Lambda, [`Dispatcher::drain`] for the window.
@@ -30,6 +33,7 @@ pub mod lifecycle;
 pub mod metrics;
 mod outage;
 mod outcome;
+mod overlap;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod transport;
@@ -95,10 +99,10 @@ pub struct DrainReport {
     pub errors: usize,
 }
 
-impl DrainReport {
-    fn add(&mut self, step: &StepReport) {
-        self.steps += 1;
-        let t = &mut self.totals;
+impl StepReport {
+    /// Adds `step`'s counts to these.
+    pub fn add(&mut self, step: &StepReport) {
+        let t = self;
         t.claimed += step.claimed;
         t.lease_expired += step.lease_expired;
         t.started += step.started;
@@ -108,6 +112,14 @@ impl DrainReport {
         t.dead += step.dead;
         t.held += step.held;
         t.fenced += step.fenced;
+    }
+}
+
+impl DrainReport {
+    /// Adds `steps` steps whose summed counts are `totals`.
+    fn add(&mut self, steps: usize, totals: &StepReport) {
+        self.steps += steps;
+        self.totals.add(totals);
     }
 }
 

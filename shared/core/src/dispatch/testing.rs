@@ -31,6 +31,7 @@ pub fn fast_config() -> DispatchConfig {
         poll_interval: Duration::from_millis(100),
         probe_max: Duration::from_millis(200),
         unknown_retry: Duration::from_millis(200),
+        steps_in_flight: 2,
     }
 }
 
@@ -170,5 +171,9 @@ impl Transport for OutageTransport {
 
     fn settles_on_start(&self) -> bool {
         self.inner.settles_on_start()
+    }
+
+    fn ordered(&self, listener: Listener) -> bool {
+        self.inner.ordered(listener)
     }
 }

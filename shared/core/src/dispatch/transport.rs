@@ -81,6 +81,12 @@ pub trait Transport: Send + Sync {
     fn settles_on_start(&self) -> bool {
         false
     }
+
+    /// True when the broker delivers `listener`'s messages in order per resource (an SQS FIFO
+    /// queue): overlapped steps then start one resource's events for it in claim order.
+    fn ordered(&self, _listener: Listener) -> bool {
+        false
+    }
 }
 
 /// Runs listeners in this process. A start succeeds only after the listener committed its receipt

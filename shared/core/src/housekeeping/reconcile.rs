@@ -2,19 +2,22 @@
 //! that stay unsettled to operators (DESIGN §5a).
 //!
 //! Custody of an event ends when every listener it was started for has committed its receipt. The
-//! dispatcher records every start (`listener_starts`, see [`crate::outbox`]); the receipt insert
-//! settles it (`settled_at`, a trigger of V4, in the listener's own transaction). A start still
-//! unsettled [`ReconcileConfig::due`] after it was started (or last restarted) was lost somewhere
-//! after the broker accepted it: a purged queue, an expired dead-letter message, a listener that
-//! reported success without committing. One pass ([`reconcile`]):
-//! 1. takes up to [`ReconcileConfig::batch`] overdue unsettled starts (`FOR UPDATE SKIP LOCKED`, one
+//! dispatcher records what it started (see [`crate::outbox`]): on the outbox row (`awaiting`, the
+//! listeners a dispatched row still waits for) or, for an attempt that did not finish its row, as
+//! `listener_starts` rows; each receipt settles its pair in the listener's own transaction (a trigger,
+//! V8 and V10). A pair still unsettled [`ReconcileConfig::due`] after it was started (or last
+//! restarted) was lost somewhere after the broker accepted it: a purged queue, an expired dead-letter
+//! message, a listener that reported success without committing. One pass ([`reconcile`]):
+//! 1. moves the awaited pairs of up to [`ReconcileConfig::batch`] overdue events off their outbox rows
+//!    into `listener_starts` (started at the dispatch time), where restarts are counted per pair;
+//! 2. takes up to [`ReconcileConfig::batch`] overdue unsettled starts (`FOR UPDATE SKIP LOCKED`, one
 //!    statement) and, in the same statement, settles those whose receipt is in after all (a receipt
-//!    that raced the start's insert), counts a restart on the others, and marks `stuck_at` on those
+//!    that raced the start's record), counts a restart on the others, and marks `stuck_at` on those
 //!    already restarted [`ReconcileConfig::max_restarts`] times;
-//! 2. restarts the counted ones through the transport under the same identity (same event, same
+//! 3. restarts the counted ones through the transport under the same identity (same event, same
 //!    listener: the same CloudEvents `id` and the same start/idempotency key `"{event}:{listener}"`),
 //!    so a copy that does arrive later is absorbed by the receipt;
-//! 3. gives the restart back when the transport refused it (an outage does not use up restarts).
+//! 4. gives the restart back when the transport refused it (an outage does not use up restarts).
 //!
 //! Stuck pairs stay unsettled (they keep `OldestUnsettledAgeMs` and its alarm up) and are listed by
 //! [`list_unsettled`] (operator routes, `clinic outbox unsettled`); an operator `replay` of the event
@@ -105,6 +108,21 @@ const TAKE_OVERDUE: &str = "WITH overdue AS ( \
      SELECT t.listener, t.settled, t.stuck, {ENVELOPE_COLUMNS} \
      FROM taken t JOIN events e ON e.id = t.event_id";
 
+/// Step 1: moves the awaited pairs of overdue dispatched events (`$1` due in ms, `$2` events) into
+/// `listener_starts`, keeping the dispatch time as their start. A pair that already has a start row
+/// keeps that one.
+const ADOPT_OVERDUE: &str = "WITH overdue AS ( \
+         SELECT event_id, awaiting, dispatched_at FROM event_outbox \
+         WHERE awaiting IS NOT NULL AND dispatched_at <= now() - $1::float8 * interval '1 millisecond' \
+         ORDER BY dispatched_at LIMIT $2 FOR UPDATE SKIP LOCKED \
+     ), cleared AS ( \
+         UPDATE event_outbox o SET awaiting = NULL FROM overdue d WHERE o.event_id = d.event_id \
+     ) \
+     INSERT INTO listener_starts (event_id, listener, started_at) \
+     SELECT d.event_id, a.listener, d.dispatched_at \
+     FROM overdue d CROSS JOIN LATERAL unnest(d.awaiting) AS a (listener) \
+     ON CONFLICT (event_id, listener) DO NOTHING";
+
 /// Gives back the restart of starts the transport refused.
 const GIVE_BACK: &str = "UPDATE listener_starts s \
      SET restarts = greatest(s.restarts - 1, 0) \
@@ -125,6 +143,7 @@ pub async fn reconcile(
     let due_ms = config.due.as_secs_f64() * 1000.0;
     let rows = {
         let client = pool.get().await?;
+        sql::execute(&client, ADOPT_OVERDUE, &[&due_ms, &config.batch]).await?;
         sql::query(&client, take_overdue_sql(), &[&due_ms, &config.batch, &config.max_restarts]).await?
     };
     let mut report = ReconcileReport::default();
@@ -208,8 +227,8 @@ pub struct Unsettled {
 
 const LIST_UNSETTLED: &str = "SELECT s.event_id, s.listener, s.started_at, s.restarts, s.restarted_at, \
             s.stuck_at \
-     FROM listener_starts s \
-     WHERE s.settled_at IS NULL AND s.started_at <= now() - $1::float8 * interval '1 millisecond' \
+     FROM listener_custody s \
+     WHERE s.started_at <= now() - $1::float8 * interval '1 millisecond' \
        AND ($2 OR s.stuck_at IS NOT NULL) \
        AND ($4::uuid IS NULL OR EXISTS (SELECT 1 FROM events e \
                                         WHERE e.id = s.event_id AND e.workspace_id = $4)) \

@@ -3,12 +3,12 @@
 //! What it deletes, in bounded batches (each batch one short statement, committed on its own, so no
 //! long transaction or lock is ever held):
 //! 1. `event_outbox` rows in a final status — `dispatched` or `discarded` — whose last change
-//!    (`updated_at`) is older than the retention and whose event is out of custody (no unsettled
-//!    start: an operator may still need to replay it);
+//!    (`updated_at`) is older than the retention and whose event is out of custody (no awaited
+//!    listener on the row, no unsettled start: an operator may still need to replay it);
 //! 2. `listener_starts` older than the retention, settled (their receipt is in), whose event has no
 //!    live outbox row;
-//! 3. `listener_receipts` older than the retention whose event has no live outbox row and no
-//!    unsettled start (custody, DESIGN §5a: an event still in custody keeps all its bookkeeping).
+//! 3. `listener_receipts` older than the retention whose event has no live outbox row, no awaited
+//!    listener and no unsettled start (custody, DESIGN §5a: an event still in custody keeps all its bookkeeping).
 //! 4. `idempotency_keys` older than their own time to live ([`RetentionConfig::idempotency_ttl`],
 //!    `CLINIC_IDEMPOTENCY_TTL_HOURS`, default 7 days): a retry of a request after that is a new
 //!    request (clients retry within minutes; the README's idempotency promise holds for the TTL);
@@ -130,6 +130,7 @@ const SWEEP_OUTBOX: &str = "WITH batch AS ( \
      ), gone AS ( \
          DELETE FROM event_outbox o USING batch b \
          WHERE o.event_id = b.event_id AND o.status IN ('dispatched', 'discarded') AND o.updated_at < $4 \
+           AND o.awaiting IS NULL \
            AND NOT EXISTS (SELECT 1 FROM listener_starts s WHERE s.event_id = o.event_id \
                            AND s.settled_at IS NULL) \
          RETURNING 1 \
@@ -164,7 +165,8 @@ const SWEEP_RECEIPTS: &str = "WITH batch AS ( \
            AND NOT EXISTS (SELECT 1 FROM listener_starts s WHERE s.event_id = r.event_id \
                            AND s.settled_at IS NULL) \
            AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = r.event_id \
-                           AND o.status IN ('pending', 'claimed', 'retry', 'dead')) \
+                           AND (o.status IN ('pending', 'claimed', 'retry', 'dead') \
+                                OR o.awaiting IS NOT NULL)) \
          RETURNING 1 \
      ) \
      SELECT (SELECT max(received_at) FROM batch), (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";

@@ -5,8 +5,9 @@
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
 -- A row held for a paused listener (its attempt given back) also returns its started listeners, and
--- every row returns its workspace's paused listeners (a tiny table), and whether an enabled webhook
--- endpoint of its workspace subscribes to its type (the webhook fan-out starts only then).
+-- every row returns its workspace's paused listeners, read once per claim (a tiny table, hashed),
+-- not once per row, and whether an enabled webhook endpoint of its workspace subscribes to its type
+-- (the webhook fan-out starts only then).
 --
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
@@ -21,6 +22,8 @@ WITH relaxed AS MATERIALIZED (
     ORDER BY available_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
+), paused AS (
+    SELECT workspace_id, array_agg(listener) AS listeners FROM listener_pauses GROUP BY workspace_id
 )
 UPDATE event_outbox o
 SET status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END,
@@ -36,7 +39,7 @@ SET status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END,
                       THEN 'reclaimed after its lease with the attempt ceiling reached'
                       ELSE o.last_error END,
     updated_at = now()
-FROM relaxed, due JOIN events e ON e.id = due.event_id
+FROM relaxed, due JOIN events e ON e.id = due.event_id LEFT JOIN paused p ON p.workspace_id = e.workspace_id
 WHERE o.event_id = due.event_id
 RETURNING o.attempts,
           CASE WHEN o.status = 'dead' THEN 'buried' ELSE due.previous_status END,
@@ -45,6 +48,6 @@ RETURNING o.attempts,
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
           {ENVELOPE_COLUMNS},
-          ARRAY(SELECT p.listener FROM listener_pauses p WHERE p.workspace_id = e.workspace_id) AS paused,
+          p.listeners AS paused,
           EXISTS (SELECT 1 FROM webhook_endpoints w
                   WHERE w.workspace_id = e.workspace_id AND {SUBSCRIBED_TO_E}) AS webhooks

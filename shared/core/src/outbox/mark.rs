@@ -20,26 +20,27 @@ const MARK_DISPATCHED: &str = "UPDATE event_outbox \
      WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
      RETURNING event_id";
 
-/// The same mark, recording the step's starts in the same statement (custody: every start is a
-/// `listener_starts` row, settled at once when its receipt is already in — the local transport — or
-/// later by the receipt's trigger; see V4). One round trip for a fully successful batch.
-const MARK_DISPATCHED_WITH_STARTS: &str = "WITH relaxed AS MATERIALIZED ( \
+/// The same mark, recording on each row the listeners this attempt started whose receipt is not in
+/// yet (`awaiting`, custody until receipt: V10). `$3` runs parallel to `$1`: each row's started
+/// listeners, comma-separated, or NULL when it records none (the local transport, whose success is
+/// the receipt). Receipts already in (a listener faster than this mark) are left out at once; the
+/// receipt trigger removes the others as they commit. A row that still awaits listeners from an
+/// earlier dispatch (an operator replay of some of them) keeps those. One statement and no row
+/// inserted, whatever the batch holds.
+const MARK_DISPATCHED_AWAITING: &str = "WITH relaxed AS MATERIALIZED ( \
          SELECT set_config('synchronous_commit', 'off', true) \
-     ), started AS ( \
-         INSERT INTO listener_starts (event_id, listener, transport_message_id, settled_at) \
-         SELECT s.event_id, s.listener, s.message_id, \
-                CASE WHEN EXISTS (SELECT 1 FROM listener_receipts r \
-                                  WHERE r.listener = s.listener AND r.event_id = s.event_id) \
-                     THEN now() END \
-         FROM relaxed, unnest($3::uuid[], $4::text[], $5::text[]) AS s (event_id, listener, message_id) \
-         ON CONFLICT (event_id, listener) DO NOTHING \
      ) \
-     UPDATE event_outbox \
+     UPDATE event_outbox o \
      SET status = 'dispatched', dispatched_at = now(), updated_at = now(), \
-         claim_token = NULL, claimed_until = NULL \
-     FROM relaxed \
-     WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed' \
-     RETURNING event_id";
+         claim_token = NULL, claimed_until = NULL, \
+         awaiting = CASE WHEN d.listeners IS NULL THEN o.awaiting ELSE nullif(ARRAY( \
+             SELECT DISTINCT a.listener \
+             FROM unnest(coalesce(o.awaiting, '{}') || string_to_array(d.listeners, ',')) AS a (listener) \
+             WHERE NOT EXISTS (SELECT 1 FROM listener_receipts r \
+                               WHERE r.listener = a.listener AND r.event_id = o.event_id)), '{}') END \
+     FROM relaxed, unnest($1::uuid[], $3::text[]) AS d (event_id, listeners) \
+     WHERE o.event_id = d.event_id AND o.claim_token = $2 AND o.status = 'claimed' \
+     RETURNING o.event_id";
 
 const RECORD_STARTS: &str =
     "INSERT INTO listener_starts (event_id, listener, transport_message_id, settled_at) \
@@ -82,24 +83,35 @@ pub async fn mark_dispatched(
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
-/// [`mark_dispatched`] and [`record_starts`] in one statement (the dispatcher's success path).
-pub async fn mark_dispatched_with_starts(
+/// One row to mark `dispatched`, with the listeners this attempt started through a transport whose
+/// success is not yet the receipt (empty for the local transport, or for an event without listeners).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchedRow {
+    pub event_id: EventId,
+    pub awaiting: Vec<Listener>,
+}
+
+/// [`mark_dispatched`], recording each row's awaited listeners on the row (custody until receipt) in
+/// the same statement: the dispatcher's success path, one round trip, no inserts.
+pub async fn mark_dispatched_awaiting(
     client: &impl GenericClient,
     token: ClaimToken,
-    event_ids: &[EventId],
-    starts: &[StartRecord],
+    rows: &[DispatchedRow],
 ) -> Result<Vec<EventId>, tokio_postgres::Error> {
-    if starts.is_empty() {
-        return mark_dispatched(client, token, event_ids).await;
+    if rows.iter().all(|row| row.awaiting.is_empty()) {
+        let ids: Vec<EventId> = rows.iter().map(|row| row.event_id).collect();
+        return mark_dispatched(client, token, &ids).await;
     }
-    let (ids, listeners, message_ids) = start_columns(starts);
-    let rows = sql::query(
-        client,
-        MARK_DISPATCHED_WITH_STARTS,
-        &[&event_ids, &token, &ids, &listeners, &message_ids],
-    )
-    .await?;
-    Ok(rows.iter().map(|row| row.get(0)).collect())
+    let ids: Vec<EventId> = rows.iter().map(|row| row.event_id).collect();
+    let listeners: Vec<Option<String>> = rows
+        .iter()
+        .map(|row| {
+            (!row.awaiting.is_empty())
+                .then(|| row.awaiting.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(","))
+        })
+        .collect();
+    let marked = sql::query(client, MARK_DISPATCHED_AWAITING, &[&ids, &token, &listeners]).await?;
+    Ok(marked.iter().map(|row| row.get(0)).collect())
 }
 
 fn start_columns(starts: &[StartRecord]) -> (Vec<EventId>, Vec<&str>, Vec<Option<&str>>) {
@@ -109,7 +121,8 @@ fn start_columns(starts: &[StartRecord]) -> (Vec<EventId>, Vec<&str>, Vec<Option
     (ids, listeners, message_ids)
 }
 
-/// A listener start to remember, so a retry does not start it again.
+/// A listener start of an attempt that did not finish its row, to remember so the retry does not
+/// start it again (a `listener_starts` row; it is in custody until its receipt settles it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StartRecord {
     pub event_id: EventId,

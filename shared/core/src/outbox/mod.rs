@@ -25,11 +25,16 @@
 //!   there would add a disk sync to every event's latency. Writers' events and listeners' receipts
 //!   stay fully durable.
 //! - No transaction is held open across a transport call: claim, start and mark are separate.
-//! - `listener_starts` records every listener start (in the statement that marks the row
-//!   `dispatched`, or beside the failure marks): custody lasts until each start is *settled* by its
-//!   receipt (DESIGN §5a; V4 and [`crate::housekeeping::reconcile`]). A re-claimed row (more than
-//!   one attempt) loads them so only missing listeners start. A crash between start and mark loses nothing: the
-//!   lease expires, the row is claimed again and duplicate starts are absorbed by listener receipts.
+//! - Custody until receipt (DESIGN §5a, V8 and V10): the mark that turns a row `dispatched` records
+//!   on the row itself the listeners it started whose receipt is not in yet (`awaiting`, the same
+//!   statement, no insert); each receipt removes its listener in the listener's own transaction (a
+//!   trigger). Starts of an attempt that did not finish its row (a partial failure, a hold) are
+//!   `listener_starts` rows instead, written beside the failure mark and not fenced: a re-claimed row
+//!   (more than one attempt, or held) loads them so only missing listeners start. The view
+//!   `listener_custody` is every pair still in custody, over both records; the reconciler
+//!   ([`crate::housekeeping::reconcile`]) moves overdue awaited pairs into `listener_starts` to count
+//!   their restarts. A crash between start and mark loses nothing: the lease expires, the row is
+//!   claimed again and duplicate starts are absorbed by listener receipts.
 //! - A row is buried at claim time when its attempts already reached the ceiling (its last
 //!   dispatcher died before marking it), so lease expiry cannot reclaim it forever.
 //! - Holds ([`Failure::Hold`]) give the attempt back: a transport outage, an open breaker or an event
@@ -52,8 +57,8 @@ pub use claim::{claim, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
 pub use due::{DUE, LIVE, LIVE_STATUSES};
 pub use hold::{HELD_CODE, HOLD_RECHECK};
 pub use mark::{
-    mark_dispatched, mark_dispatched_with_starts, mark_failed, record_starts, Failure, FailureMark,
-    StartRecord,
+    mark_dispatched, mark_dispatched_awaiting, mark_failed, record_starts, DispatchedRow, Failure,
+    FailureMark, StartRecord,
 };
 
 pub use crate::ids::ClaimToken;

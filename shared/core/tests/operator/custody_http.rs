@@ -13,8 +13,12 @@ async fn admins_list_their_stuck_pairs_and_nobody_else_does() {
     scene.dispatcher(Arc::new(NoopTransport), fast_config()).drain_once().await.unwrap();
     let stuck = scene
         .execute(
-            "UPDATE listener_starts SET stuck_at = now(), restarts = 3 \
-             WHERE event_id = $1 AND listener = 'patient_booking_confirmation'",
+            // What the reconciler leaves behind: the pair moved off the outbox row into a start row.
+            "WITH moved AS ( \
+                 UPDATE event_outbox SET awaiting = array_remove(awaiting, 'patient_booking_confirmation') \
+                 WHERE event_id = $1 RETURNING dispatched_at) \
+             INSERT INTO listener_starts (event_id, listener, started_at, restarts, stuck_at) \
+             SELECT $1, 'patient_booking_confirmation', dispatched_at, 3, now() FROM moved",
             scene.created,
         )
         .await;

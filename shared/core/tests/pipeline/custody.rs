@@ -14,17 +14,26 @@ use clinic_core::housekeeping::reconcile::{list_unsettled, reconcile, ReconcileC
 use clinic_core::housekeeping::retention::{sweep, RetentionConfig};
 use clinic_core::metrics::read_ages;
 
-const UNSETTLED: &str = "SELECT count(*) FROM listener_starts WHERE settled_at IS NULL";
+/// Pairs still in custody, over both records (awaited on the outbox row, or start rows).
+const UNSETTLED: &str = "SELECT count(*) FROM listener_custody";
 
-/// Makes every start of `fx` overdue by moving its clock back.
+/// Makes every start of `fx` overdue by moving its clock back (the dispatch time of the rows that
+/// await receipts, and the start rows).
 async fn age_starts(fx: &Fixture, by: Duration) {
     let secs = by.as_secs_f64();
-    fx.db
-        .client()
-        .await
+    let client = fx.db.client().await;
+    client
         .execute(
             "UPDATE listener_starts SET started_at = started_at - $1 * interval '1 second', \
                  restarted_at = restarted_at - $1 * interval '1 second'",
+            &[&secs],
+        )
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE event_outbox SET dispatched_at = dispatched_at - $1 * interval '1 second' \
+             WHERE awaiting IS NOT NULL",
             &[&secs],
         )
         .await

@@ -7,4 +7,5 @@ mod dispatch_local;
 mod listeners_pointer;
 mod listeners_workflows;
 mod outages;
+mod overlap;
 mod support;

@@ -158,6 +158,14 @@ async fn a_message_purged_after_sending_is_restarted_by_the_reconciler_with_the_
         .execute("UPDATE listener_starts SET started_at = started_at - interval '2 hours'", &[])
         .await
         .unwrap();
+    client
+        .execute(
+            "UPDATE event_outbox SET dispatched_at = dispatched_at - interval '2 hours' \
+             WHERE awaiting IS NOT NULL",
+            &[],
+        )
+        .await
+        .unwrap();
     let report = reconcile(&db.pool, &transport, &ReconcileConfig::default()).await.unwrap();
     assert_eq!(report.restarted, 4, "{report:?}");
     let again = receive_all(&sqs, &url).await;
@@ -175,9 +183,5 @@ async fn a_message_purged_after_sending_is_restarted_by_the_reconciler_with_the_
 }
 
 async fn unsettled(client: &tokio_postgres::Client) -> i64 {
-    client
-        .query_one("SELECT count(*) FROM listener_starts WHERE settled_at IS NULL", &[])
-        .await
-        .unwrap()
-        .get(0)
+    client.query_one("SELECT count(*) FROM listener_custody", &[]).await.unwrap().get(0)
 }

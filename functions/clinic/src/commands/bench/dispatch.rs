@@ -9,7 +9,10 @@
 //! hits both. Both sides run one worker on one connection, as the service's single dispatcher does.
 //! The raw loop is the bare shape — claim (`FOR UPDATE SKIP LOCKED`, token and lease) then a fenced
 //! mark — without reading the events; the real one also reads each envelope, routes listeners and
-//! records each start in `listener_starts` (custody until receipt, in the mark's statement).
+//! records on each row the listeners it awaits receipts from (custody until receipt, in the mark's
+//! statement). The real drain keeps `--steps-in-flight` batches between claim and mark (one
+//! connection per batch in its mark plus the claim's); row 2a' shows it with one step at a time, the
+//! raw loop's shape.
 //! Both commit claims and marks without waiting for the WAL flush (the dispatcher per statement, the
 //! raw loop per session), so the ratio compares work, not durability settings.
 //!
@@ -79,7 +82,8 @@ fn rotation_text() -> String {
 /// Puts workspace `$1`'s outbox rows back to `pending`, as they were pre-filled.
 const RESET: &str = "UPDATE event_outbox o \
      SET status = 'pending', attempts = 0, available_at = o.created_at, claim_token = NULL, \
-         claimed_by = NULL, claimed_until = NULL, dispatched_at = NULL, updated_at = o.created_at \
+         claimed_by = NULL, claimed_until = NULL, dispatched_at = NULL, awaiting = NULL, \
+         updated_at = o.created_at \
      FROM events e WHERE e.id = o.event_id AND e.workspace_id = $1";
 
 /// Forgets the listener starts (custody rows) a previous drain of workspace `$1` recorded, so every
@@ -146,17 +150,28 @@ impl Drain {
     }
 }
 
-/// Raw and real drains of one table state.
+/// Raw and real drains of one table state: the real one with the configured steps in flight and
+/// with one step at a time.
 #[derive(Debug, Clone, Copy, Default)]
 struct Pair {
     raw: Drain,
     real: Drain,
+    serial: Drain,
+}
+
+/// Which drain of a [`Pair`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Raw,
+    Real,
+    Serial,
 }
 
 pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let owner = db.owner().await?;
     let events = options.pending_events();
     let batch = options.batch;
+    let steps = options.steps_in_flight;
     let workspace = uuid::Uuid::from(ulid::Ulid::generate());
     let started = Instant::now();
     let (types, resources) = catalog();
@@ -168,7 +183,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     eprintln!("bench: dispatch: pre-filled {events} pending events in {:?}", started.elapsed());
 
     let rounds = if options.smoke { 1 } else { 2 };
-    let empty = pair(db, &owner, workspace, events, batch, rounds).await?;
+    let empty = pair(db, &owner, workspace, events, batch, steps, rounds).await?;
     // The same rows through a transport with latency (bench/latency_transport.rs).
     let baseline = super::latency_transport::Baseline {
         noop_per_second: empty.real.events_per_second(),
@@ -181,7 +196,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         &owner,
         workspace,
         events,
-        config(batch),
+        config(batch, steps),
         &options.transport_latency_ms,
         baseline,
     )
@@ -199,7 +214,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     }
     owner.batch_execute("VACUUM ANALYZE").await?;
     eprintln!("bench: dispatch: added {history} dispatched history rows in {:?}", started.elapsed());
-    let with_history = pair(db, &owner, workspace, events, batch, rounds).await?;
+    let with_history = pair(db, &owner, workspace, events, batch, steps, rounds).await?;
 
     let per_type = rotation_text();
     let (empty_ratio, empty_ratio_text) =
@@ -207,7 +222,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let empty_rate = empty.real.events_per_second();
     report.push(Row {
         measure: format!(
-            "2a. Dispatch: {} pending events, {per_type}, real Dispatcher + no-op transport, batch {batch}, one worker",
+            "2a. Dispatch: {} pending events, {per_type}, real Dispatcher + no-op transport, batch {batch}, {steps} steps in flight, one worker",
             thousands(events as f64)
         ),
         figure: format!(
@@ -224,6 +239,21 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         ratio: empty_ratio_text,
         target: "≥ 0.8× and ≥ 35,000 events/s".into(),
         met: Some(empty_ratio >= 0.8 && empty_rate >= 35_000.0),
+    });
+    let serial_rate = empty.serial.events_per_second();
+    let (serial_ratio, serial_ratio_text) = ratio(serial_rate, empty.raw.events_per_second());
+    report.push(Row {
+        measure: format!("2a'. The same drain, batch {batch}, 1 step in flight (claim, start, mark in turn)"),
+        figure: format!(
+            "{} events/s ({}; {steps} steps in flight: {} of this)",
+            thousands(serial_rate),
+            empty.serial.cpu_text(),
+            ratio(empty_rate, serial_rate).1
+        ),
+        baseline: format!("raw loop (2a): {} events/s", thousands(empty.raw.events_per_second())),
+        ratio: serial_ratio_text,
+        target: "≥ 0.8×".into(),
+        met: Some(serial_ratio >= 0.8),
     });
     let hist_rate = with_history.real.events_per_second();
     let (hist_ratio, hist_ratio_text) = ratio(hist_rate, empty_rate);
@@ -250,36 +280,40 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     Ok(())
 }
 
-/// Resets and drains `rounds` × (raw, real, real, raw)/2 — i.e. raw then real, then real then raw.
+/// Resets and drains `rounds` × (raw, real, serial), the order reversed every other round so drift
+/// hits every side alike.
 async fn pair(
     db: &TestDb,
     owner: &Client,
     workspace: uuid::Uuid,
     events: i64,
     batch: i64,
+    steps: usize,
     rounds: usize,
 ) -> anyhow::Result<Pair> {
     let mut result = Pair::default();
     for round in 0..rounds {
-        let order: [bool; 2] = if round % 2 == 0 { [true, false] } else { [false, true] };
-        for raw in order {
+        let mut order = [Side::Raw, Side::Real, Side::Serial];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
             reset(owner, workspace, events).await?;
-            let drain = if raw { raw_drain(db, batch).await? } else { real_drain(db, batch).await? };
+            let drain = match side {
+                Side::Raw => raw_drain(db, batch).await?,
+                Side::Real => real_drain(db, batch, steps).await?,
+                Side::Serial => real_drain(db, batch, 1).await?,
+            };
             anyhow::ensure!(
                 drain.events == events as u64,
-                "{} drain dispatched {} of {events} events",
-                if raw { "raw" } else { "real" },
+                "{side:?} drain dispatched {} of {events} events",
                 drain.events
             );
-            eprintln!(
-                "bench: dispatch: {} drain: {} events/s",
-                if raw { "raw" } else { "real" },
-                thousands(drain.events_per_second())
-            );
-            if raw {
-                result.raw.add(drain);
-            } else {
-                result.real.add(drain);
+            eprintln!("bench: dispatch: {side:?} drain: {} events/s", thousands(drain.events_per_second()));
+            match side {
+                Side::Raw => result.raw.add(drain),
+                Side::Real => result.real.add(drain),
+                Side::Serial => result.serial.add(drain),
             }
         }
     }
@@ -303,7 +337,7 @@ async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     let claim = client.prepare(RAW_CLAIM).await?;
     let mark = client.prepare(RAW_MARK).await?;
     let backend: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
-    let cpu = CpuMeter::start(backend);
+    let cpu = CpuMeter::start(&[backend]);
     let started = Instant::now();
     let mut events = 0u64;
     loop {
@@ -320,15 +354,23 @@ async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     Ok(Drain { events, starts: 0, elapsed, server_ticks, client_ticks })
 }
 
-/// The real dispatcher, one pass until idle.
-async fn real_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
-    // One connection: a step claims, then marks, never both at once. Opened before the clock starts,
-    // as the raw loop's is.
-    let pool = db.app_pool(1)?;
-    let backend: i32 = pool.get().await?.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
+/// The real dispatcher, one pass until idle, with `steps` batches in flight.
+async fn real_drain(db: &TestDb, batch: i64, steps: usize) -> anyhow::Result<Drain> {
+    // One connection per batch in its mark plus the claim's (one step: one connection, as the raw
+    // loop). Opened before the clock starts, as the raw loop's is; CPU is read from every backend.
+    let connections = if steps == 1 { 1 } else { steps + 1 };
+    let pool = db.app_pool(connections)?;
+    let mut clients = Vec::new();
+    let mut backends = Vec::new();
+    for _ in 0..connections {
+        let client = pool.get().await?;
+        backends.push(client.query_one("SELECT pg_backend_pid()", &[]).await?.get::<_, i32>(0));
+        clients.push(client);
+    }
+    drop(clients);
     let dispatcher =
-        Dispatcher::new(pool, Arc::new(NoopTransport), config(batch)).with_metrics(MetricsMode::Off);
-    let cpu = CpuMeter::start(backend);
+        Dispatcher::new(pool, Arc::new(NoopTransport), config(batch, steps)).with_metrics(MetricsMode::Off);
+    let cpu = CpuMeter::start(&backends);
     let started = Instant::now();
     let report = dispatcher.drain_once().await?;
     let elapsed = started.elapsed();
@@ -342,24 +384,23 @@ async fn real_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
     })
 }
 
-/// CPU ticks of a PostgreSQL backend and of this process between `start` and `stop`.
+/// CPU ticks of PostgreSQL backends and of this process between `start` and `stop`.
 struct CpuMeter {
-    backend: u32,
+    backends: Vec<u32>,
     server: u64,
     client: u64,
 }
 
 impl CpuMeter {
-    fn start(backend: i32) -> Self {
-        let backend = backend.max(0) as u32;
-        Self { backend, server: cpu_ticks(backend), client: cpu_ticks(std::process::id()) }
+    fn start(backends: &[i32]) -> Self {
+        let backends: Vec<u32> = backends.iter().map(|b| (*b).max(0) as u32).collect();
+        let server = backends.iter().map(|b| cpu_ticks(*b)).sum();
+        Self { backends, server, client: cpu_ticks(std::process::id()) }
     }
 
     fn stop(self) -> (u64, u64) {
-        (
-            cpu_ticks(self.backend).saturating_sub(self.server),
-            cpu_ticks(std::process::id()).saturating_sub(self.client),
-        )
+        let server: u64 = self.backends.iter().map(|b| cpu_ticks(*b)).sum();
+        (server.saturating_sub(self.server), cpu_ticks(std::process::id()).saturating_sub(self.client))
     }
 }
 
@@ -378,8 +419,8 @@ fn clock_ticks_per_second() -> f64 {
     100.0
 }
 
-fn config(batch: i64) -> DispatchConfig {
-    DispatchConfig { batch, ..DispatchConfig::default() }
+fn config(batch: i64, steps_in_flight: usize) -> DispatchConfig {
+    DispatchConfig { batch, steps_in_flight, ..DispatchConfig::default() }
 }
 
 /// Per-window rates of a sustained run.
@@ -463,7 +504,7 @@ pub(super) async fn sustained(
         None
     };
 
-    let dispatcher = Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch))
+    let dispatcher = Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch, 1))
         .with_metrics(MetricsMode::Off);
     let mut rates = Vec::new();
     let mut window_start = Instant::now();
@@ -495,7 +536,7 @@ pub(super) async fn sustained(
     }
     let dead_tuples_at_end: i64 = owner.query_one(DEAD_TUPLES, &[]).await?.get(0);
     // Leave no backlog for the next run.
-    Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch))
+    Dispatcher::new(db.app_pool(2)?, Arc::new(NoopTransport), config(batch, 1))
         .with_metrics(MetricsMode::Off)
         .drain_once()
         .await?;

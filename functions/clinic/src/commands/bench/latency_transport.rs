@@ -68,10 +68,6 @@ pub struct Baseline {
     pub raw_step_seconds: f64,
 }
 
-/// Steps the dispatcher keeps in flight: one today (claim, start, mark, then the next claim). When the
-/// dispatcher overlaps steps (#13 item 2) this becomes its configured bound.
-pub const STEPS_IN_FLIGHT: usize = 1;
-
 /// One drain of every pending row of `workspace` through a [`LatencyTransport`] per latency: one row
 /// each, for the caller to print after its own.
 #[allow(clippy::too_many_arguments)]
@@ -84,7 +80,7 @@ pub async fn run(
     latencies_ms: &[u64],
     baseline: Baseline,
 ) -> anyhow::Result<Vec<Row>> {
-    let in_flight = STEPS_IN_FLIGHT;
+    let in_flight = config.steps_in_flight;
     let mut rows = Vec::with_capacity(latencies_ms.len());
     for &latency_ms in latencies_ms {
         super::dispatch::reset(owner, workspace, events).await?;
@@ -124,7 +120,8 @@ pub async fn run(
 
 /// The real dispatcher through a [`LatencyTransport`], one pass until idle: (dispatched, elapsed).
 async fn drain(db: &TestDb, config: DispatchConfig, latency: Duration) -> anyhow::Result<(u64, Duration)> {
-    let pool = db.app_pool(2)?;
+    // One connection per batch in flight plus the claim's (as the dispatcher Lambda sizes its pool).
+    let pool = db.app_pool(config.steps_in_flight + 1)?;
     drop(pool.get().await?); // connected before the clock starts
     let transport: Arc<dyn Transport> = Arc::new(LatencyTransport::new(latency));
     let dispatcher = Dispatcher::new(pool, transport, config).with_metrics(MetricsMode::Off);

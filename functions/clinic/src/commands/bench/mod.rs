@@ -99,6 +99,9 @@ pub struct Options {
     /// Rows claimed per step, for the dispatcher and the raw loop alike.
     #[arg(long, default_value_t = 100)]
     batch: i64,
+    /// Batches the real dispatcher keeps between claim and mark (CLINIC_DISPATCH_STEPS_IN_FLIGHT).
+    #[arg(long, default_value_t = clinic_core::dispatch::DispatchConfig::default().steps_in_flight)]
+    steps_in_flight: usize,
     /// Seconds of the sustained dispatch run (default 300; smoke 10).
     #[arg(long)]
     sustain_seconds: Option<u64>,
@@ -184,6 +187,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     init_logging();
     anyhow::ensure!(options.clients >= 1, "--clients must be at least 1");
     anyhow::ensure!((1..=1000).contains(&options.batch), "--batch must be 1-1000");
+    anyhow::ensure!((1..=16).contains(&options.steps_in_flight), "--steps-in-flight must be 1-16");
     anyhow::ensure!(options.rate >= 1, "--rate must be at least 1");
     anyhow::ensure!(options.high_rate >= 1, "--high-rate must be at least 1");
     anyhow::ensure!((1..=1000).contains(&options.lambda_rate), "--lambda-rate must be 1-1000");

@@ -141,13 +141,14 @@ const OLDEST_DUE: &str = concat!(
 
 /// The three gauges in one round trip: oldest due (since `available_at`, from the due index), oldest
 /// live (since `created_at`; a scan of the live rows through the same partial index — the backlog,
-/// not the history) and oldest unsettled start (from `listener_starts_unsettled_idx`).
+/// not the history) and oldest unsettled start (the view `listener_custody`: the partial indexes
+/// `listener_starts_unsettled_idx` and `event_outbox_awaiting_idx`, pairs in custody only).
 const AGES: &str = concat!(
     "SELECT coalesce((extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now())) \
                       * 1000)::bigint, 0), \
             coalesce((extract(epoch FROM now() - min(created_at)) * 1000)::bigint, 0), \
             (SELECT coalesce((extract(epoch FROM now() - min(s.started_at)) * 1000)::bigint, 0) \
-             FROM listener_starts s WHERE s.settled_at IS NULL AND NOT EXISTS \
+             FROM listener_custody s WHERE NOT EXISTS \
                  (SELECT 1 FROM listener_receipts r WHERE r.listener = s.listener AND r.event_id = s.event_id)) \
      FROM event_outbox WHERE ",
     crate::outbox_live_predicate!()
