@@ -294,6 +294,7 @@ async fn write(
             actor: Actor::System,
             correlation_id: CorrelationId::generate(),
             causation_id: CausationId(ulid::Ulid::generate()),
+            idempotency_key: None,
         };
         let tx = client.transaction().await?;
         let envelope = append(
@@ -306,6 +307,7 @@ async fn write(
                 resource_version: 1,
                 occurred_at: Utc::now(),
                 also_links: Vec::new(),
+                changed_fields: None,
             },
         )
         .await?;
