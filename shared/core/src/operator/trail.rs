@@ -31,11 +31,26 @@ pub struct Custody {
     pub stuck_at: Option<DateTime<Utc>>,
 }
 
-const CUSTODY: &str =
-    "SELECT listener, started_at, transport_message_id, settled_at, restarts, restarted_at, \
-     stuck_at FROM listener_starts WHERE event_id = $1 ORDER BY listener LIMIT $2";
+/// Custody is kept in two places (V13): a pair that needed its own row (a partial attempt, a restart
+/// by the reconciler) is in `listener_starts`; every other start of a dispatched row is on the outbox
+/// row itself — still `awaiting` until its receipt, then known by that receipt. Both read here, with
+/// the dispatch time as the start time of the per-event record.
+const CUSTODY: &str = "\
+    SELECT listener, started_at, transport_message_id, settled_at, restarts, restarted_at, stuck_at \
+    FROM listener_starts WHERE event_id = $1 \
+    UNION ALL \
+    SELECT a.listener, o.dispatched_at, NULL, NULL, 0, NULL, NULL \
+    FROM event_outbox o CROSS JOIN LATERAL unnest(o.awaiting) AS a (listener) \
+    WHERE o.event_id = $1 AND NOT EXISTS \
+        (SELECT 1 FROM listener_starts s WHERE s.event_id = o.event_id AND s.listener = a.listener) \
+    UNION ALL \
+    SELECT r.listener, o.dispatched_at, NULL, r.received_at, 0, NULL, NULL \
+    FROM listener_receipts r JOIN event_outbox o ON o.event_id = r.event_id \
+    WHERE r.event_id = $1 AND o.dispatched_at IS NOT NULL AND NOT EXISTS \
+        (SELECT 1 FROM listener_starts s WHERE s.event_id = r.event_id AND s.listener = r.listener) \
+    ORDER BY 1 LIMIT $2";
 
-/// Every recorded start of `event_id` (`listener_starts`, V8).
+/// Every start of `event_id` with its custody state, from both custody records.
 pub async fn custody_of(
     client: &impl GenericClient,
     event_id: EventId,

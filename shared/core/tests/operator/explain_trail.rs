@@ -60,9 +60,10 @@ async fn a_clean_dispatch_records_no_history_and_custody_shows_each_start_until_
 #[tokio::test]
 async fn failures_holds_and_a_lease_takeover_are_recorded_in_the_outbox_history() {
     let scene = Scene::new().await;
-    // Attempt 1 fails (retryable, with its code).
+    // Attempt 1 fails (retryable, with its code). One step: a drain would claim the row again as soon
+    // as its short test backoff ends.
     let failing = FailingTransport::always(StartError::retryable("provider_down", "timeout"));
-    scene.dispatcher(Arc::new(failing), fast_config()).drain_once().await.unwrap();
+    scene.dispatcher(Arc::new(failing), fast_config()).step().await.unwrap();
     assert_eq!(scene.status(scene.created).await, "retry");
     // A dispatcher claimed attempt 2 and died: its lease has expired.
     let planted = scene
@@ -195,7 +196,7 @@ async fn the_overview_shows_the_oldest_unsettled_age_beside_the_oldest_live_age(
     scene.dispatcher(Arc::new(NoopTransport), fast_config()).drain_once().await.unwrap();
     scene
         .execute(
-            "UPDATE listener_starts SET started_at = now() - interval '5 minutes' WHERE event_id = $1",
+            "UPDATE event_outbox SET dispatched_at = now() - interval '5 minutes' WHERE event_id = $1",
             scene.created,
         )
         .await;
