@@ -48,6 +48,18 @@ REFERENCES = [
     ("practitionerId", ("practitionerId: no such practitioner",), "the practitioner must exist: stored data"),
 ]
 
+# A webhook URL's host is resolved when it is saved (the SSRF guard, docs/webhooks.md): whether it
+# resolves, and to which addresses, is the DNS's answer at that moment, not the document's.
+# The address classes of shared/core/src/webhooks/guard.rs.
+FORBIDDEN_KINDS = ("metadata", "unspecified", "loopback", "private", "link_local", "cgnat", "multicast",
+                   "reserved", "documentation")
+WEBHOOK_HOST = (
+    "url",
+    ("url: the host does not resolve",)
+    + tuple(f"url: the host resolves to a forbidden address ({kind})" for kind in FORBIDDEN_KINDS),
+    "where the host resolves: the DNS's answer at save time",
+)
+
 # Operation label -> the rules JSON Schema cannot state that the operation enforces.
 UNSTATABLE = {
     "POST /v1/appointments": [SLOT] + REFERENCES,
@@ -60,6 +72,8 @@ UNSTATABLE = {
     "POST /v1/patients": [PAST_DATE],
     "PATCH /v1/patients/{id}": [PAST_DATE],
     "GET /v1/patients": [PAST_DATE],
+    "POST /v1/webhooks/endpoints": [WEBHOOK_HOST],
+    "PATCH /v1/webhooks/endpoints/{id}": [WEBHOOK_HOST],
 }
 # On every operation that takes them:
 # - a cursor is sealed by the server (opaque; a fuzzer cannot mint one, so any it makes up answers 400);

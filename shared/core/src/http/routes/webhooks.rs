@@ -137,7 +137,8 @@ pub async fn rotate(
     let overlap = match map.get("overlapHours") {
         None => 24,
         Some(value) => value
-            .as_i64()
+            .as_number()
+            .and_then(crate::domain::input::integer)
             .ok_or_else(|| FieldError::new("overlapHours", "must be a whole number of hours"))?,
     };
     let id: WebhookEndpointId = path_id(&id)?;
