@@ -5,6 +5,7 @@
 //! never called there.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use clinic_core::listeners::Listener;
 
@@ -32,4 +33,23 @@ pub async fn create_queues(
         queues.insert(*listener, url);
     }
     Ok(QueueMap::new(queues)?)
+}
+
+/// [`create_queues`], retried every 100 ms until `within` has passed: for an emulator that was just
+/// started (or is reached through a proxy that is still binding) and may refuse the first calls.
+/// Answers the last error when every attempt failed.
+pub async fn create_queues_when_ready(
+    client: &aws_sdk_sqs::Client,
+    prefix: &str,
+    fifo: bool,
+    within: Duration,
+) -> Result<QueueMap, Box<dyn std::error::Error + Send + Sync>> {
+    let deadline = Instant::now() + within;
+    loop {
+        match create_queues(client, prefix, fifo).await {
+            Ok(queues) => return Ok(queues),
+            Err(error) if Instant::now() >= deadline => return Err(error),
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
 }

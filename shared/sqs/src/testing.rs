@@ -4,7 +4,8 @@
 //! `CLINIC_TEST_SQS_ENDPOINT` (exported by `tests/run` when it runs an emulator) is used as is;
 //! otherwise a `moto_server` child process is started on a free port and killed when the
 //! [`Emulator`] is dropped. When neither is available, [`Emulator::start`] answers `None` and the
-//! caller skips loudly.
+//! caller skips loudly. A run that must not share the emulator (the chaos run: the shared one has
+//! served every test before it) takes [`Emulator::start_private`].
 
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -12,6 +13,15 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_sqs::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_sqs::types::{Message, MessageSystemAttributeName};
+
+/// Timeouts for a client of the emulator that must not give up on it: one Python process on a
+/// loaded machine can take seconds to answer a call SQS answers in milliseconds (seen: a single
+/// SendMessage outliving three 3 s attempts while the chaos run's consumers polled it).
+pub const PATIENT_TIMEOUTS: crate::SqsTimeouts = crate::SqsTimeouts {
+    operation: Duration::from_secs(60),
+    attempt: Duration::from_secs(20),
+    connect: Duration::from_secs(5),
+};
 
 /// A reachable SQS endpoint, owning the emulator process when it started one.
 #[derive(Debug)]
@@ -28,6 +38,12 @@ impl Emulator {
                 return Some(Emulator { endpoint, child: None });
             }
         }
+        Emulator::start_private()
+    }
+
+    /// A fresh `moto_server` child on a free port of 127.0.0.1, whatever `CLINIC_TEST_SQS_ENDPOINT`
+    /// says; `None` (after saying why) when it cannot be started.
+    pub fn start_private() -> Option<Emulator> {
         let port = clinic_testkit::free_port().ok()?;
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
@@ -67,6 +83,14 @@ impl Emulator {
             .endpoint_url(&self.endpoint)
             .build();
         aws_sdk_sqs::Client::from_conf(config)
+    }
+}
+
+impl Emulator {
+    /// Whether the emulator this value started has exited (`Some(status)`); `None` while it runs or
+    /// when it was not started here.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut().and_then(|child| child.try_wait().ok().flatten())
     }
 }
 

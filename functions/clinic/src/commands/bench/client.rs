@@ -13,6 +13,31 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+/// A fresh signing secret for a bench's server child and the bearer header of one member signed
+/// with it (an hour long): what every API run of the bench starts with.
+pub struct BenchAuth {
+    pub secret: String,
+    pub header: HeaderValue,
+}
+
+impl BenchAuth {
+    pub fn new(
+        workspace: clinic_core::ids::WorkspaceId,
+        member: clinic_core::ids::MemberId,
+        role: clinic_core::http::auth::Role,
+    ) -> anyhow::Result<Self> {
+        let secret = format!("{}{}", ulid::Ulid::generate(), ulid::Ulid::generate());
+        let token = clinic_core::http::auth::issue_token(
+            secret.as_bytes(),
+            workspace,
+            member.ulid(),
+            role,
+            std::time::Duration::from_secs(3600),
+        )?;
+        Ok(Self { header: bearer(&token)?, secret })
+    }
+}
+
 /// One open keep-alive connection.
 pub struct Connection {
     sender: SendRequest<Full<Bytes>>,

@@ -81,17 +81,12 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     )?;
     let client = clinic_sqs::build_client(Some(&emulator.endpoint)).await;
     let prefix = format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase());
-    let mut queues = None;
-    for _ in 0..50 {
-        match clinic_sqs::queues::create_queues(&client, &prefix, false).await {
-            Ok(created) => {
-                queues = Some(created);
-                break;
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    let queues = queues.context("could not create the listener queues on the SQS emulator")?;
+    let queues =
+        clinic_sqs::queues::create_queues_when_ready(&client, &prefix, false, Duration::from_secs(5))
+            .await
+            .map_err(|error| {
+            anyhow::anyhow!("could not create the listener queues on the SQS emulator: {error}")
+        })?;
     let mut env: Vec<(String, String)> = clinic_core::listeners::Listener::ALL
         .iter()
         .filter_map(|l| queues.url(*l).map(|url| (clinic_sqs::queue_url_var(*l), url.to_owned())))

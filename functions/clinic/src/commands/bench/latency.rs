@@ -20,12 +20,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::http::auth::Role;
 use tokio::sync::{mpsc, Mutex};
 use tokio::time::{Instant, MissedTickBehavior};
 use ulid::Ulid;
 
-use super::client::{bearer, Connection};
+use super::client::{BenchAuth, Connection};
 use super::db::{seed, BenchConnections as _};
 use super::report::{ms, thousands, Report, Row};
 use super::serve::ServerChild;
@@ -73,15 +73,8 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let owner = db.owner().await?;
     let fixtures = seed(&owner, 256, 256).await?;
     let slots = Arc::new(Slots::new(fixtures.clone()));
-    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
-    let token = issue_token(
-        secret.as_bytes(),
-        fixtures.workspace_id,
-        fixtures.member_id.ulid(),
-        Role::Admin,
-        Duration::from_secs(3600),
-    )?;
-    let auth = bearer(&token)?;
+    let BenchAuth { secret, header: auth } =
+        BenchAuth::new(fixtures.workspace_id, fixtures.member_id, Role::Admin)?;
     let warm_up = if options.smoke { Duration::from_millis(500) } else { Duration::from_secs(2) };
     let duration = options.latency_duration();
     let high_rate = options.high_rate;

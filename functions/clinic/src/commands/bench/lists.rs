@@ -14,20 +14,18 @@
 //! - Target (issue 19): API p99 ≤ 10 ms per page and ≥ 0.8× raw (ratio = raw p99 / API p99).
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use clinic_core::appointments::schedule::IN_WORKSPACE;
-use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::http::auth::Role;
 use clinic_core::ids::{MemberId, WorkspaceId};
 use clinic_core::patients::search::{Search, SEARCH};
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Client;
-use ulid::Ulid;
 
-use super::client::{bearer, Connection};
+use super::client::{BenchAuth, Connection};
 use super::db::BenchConnections as _;
 use super::report::{ms, ratio, thousands, Report, Row};
 use super::serve::ServerChild;
@@ -233,11 +231,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let owner = db.owner().await?;
     let (workspace, member) = prefill(&owner, &sizes).await?;
 
-    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
-    let server = ServerChild::start(&db.app_url(), &secret, 4, false).await?;
-    let token =
-        issue_token(secret.as_bytes(), workspace, member.ulid(), Role::Staff, Duration::from_secs(3600))?;
-    let mut api = Connection::open(server.address, bearer(&token)?).await?;
+    let auth = BenchAuth::new(workspace, member, Role::Staff)?;
+    let server = ServerChild::start(&db.app_url(), &auth.secret, 4, false).await?;
+    let mut api = Connection::open(server.address, auth.header).await?;
     let raw = super::db::connect(&db.app_url()).await?;
     let select_schedule = raw.prepare(IN_WORKSPACE).await?;
     let select_search = raw.prepare(SEARCH).await?;

@@ -22,13 +22,13 @@ use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use clinic_core::dispatch::testing::NoopTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
-use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::http::auth::Role;
 use clinic_core::metrics::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;
 use ulid::Ulid;
 
-use super::client::{bearer, Answer, Connection};
+use super::client::{Answer, BenchAuth, Connection};
 use super::db::{seed, BenchConnections as _, Fixtures};
 use super::report::{ms, ratio, thousands, Report, Row};
 use super::serve::ServerChild;
@@ -175,16 +175,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     eprintln!("bench: write: raw SQL, pipelined");
     let mut raw_pipelined = raw_run(db, &slots, clients, duration, Shape::Pipelined).await?;
 
-    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
+    let BenchAuth { secret, header: auth } =
+        BenchAuth::new(fixtures.workspace_id, fixtures.member_id, Role::Admin)?;
     let server = ServerChild::start(&db.app_url(), &secret, API_POOL, false).await?;
-    let token = issue_token(
-        secret.as_bytes(),
-        fixtures.workspace_id,
-        fixtures.member_id.ulid(),
-        Role::Admin,
-        Duration::from_secs(3600),
-    )?;
-    let auth = bearer(&token)?;
 
     eprintln!("bench: write: API, no dispatcher waiting");
     let mut api_quiet = api_run(server.address, &auth, &slots, clients, duration).await?;

@@ -12,12 +12,12 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use clinic_core::http::auth::{issue_token, Role};
+use clinic_core::http::auth::Role;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 use ulid::Ulid;
 
-use super::client::bearer;
+use super::client::BenchAuth;
 use super::db::{seed, BenchConnections as _};
 use super::report::{ratio, thousands, Report, Row};
 use super::serve::ServerChild;
@@ -39,16 +39,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let owner = db.owner().await?;
     let fixtures = seed(&owner, PRACTITIONERS, PATIENTS).await?;
     let slots = Arc::new(Slots::new(fixtures.clone()));
-    let secret = format!("{}{}", Ulid::generate(), Ulid::generate());
+    let BenchAuth { secret, header: auth } =
+        BenchAuth::new(fixtures.workspace_id, fixtures.member_id, Role::Admin)?;
     let server = ServerChild::start(&db.app_url(), &secret, API_POOL, false).await?;
-    let token = issue_token(
-        secret.as_bytes(),
-        fixtures.workspace_id,
-        fixtures.member_id.ulid(),
-        Role::Admin,
-        std::time::Duration::from_secs(3600),
-    )?;
-    let auth = bearer(&token)?;
 
     eprintln!("bench: write-history: API on empty tables ({clients} clients, {duration:?})");
     let mut empty = api_run(server.address, &auth, &slots, clients, duration).await?;

@@ -48,8 +48,11 @@ pub struct ChaosArgs {
     /// `lock_timeout` of the listener sessions, in milliseconds; the lock fault holds its lock 3 × this.
     #[arg(long, default_value_t = 1000)]
     pub lock_timeout_ms: u64,
-    /// Seconds the custody reconciler waits for a receipt before restarting a start.
-    #[arg(long, default_value_t = 10)]
+    /// Seconds the custody reconciler waits for a receipt before restarting a start. Short, so the
+    /// messages deleted after sending are restarted within the run, but not below the consumers'
+    /// visibility timeout (60 s), as in AWS: below it, the reconciler restarts pairs that are only
+    /// late, and on a busy machine the repeats slowed the emulator further (10 s became a spiral).
+    #[arg(long, default_value_t = 60)]
     pub custody_due_secs: u64,
     /// Overall bound of the wait for the pipeline to settle after the writers stop, in seconds. The
     /// wait ends as soon as everything is settled; it fails early only when nothing progresses for

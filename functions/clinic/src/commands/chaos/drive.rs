@@ -62,7 +62,14 @@ pub async fn drive(
         program: std::env::current_exe()?,
         env: vec![
             ("DATABASE_URL".into(), setup.app_url.clone()),
-            ("CLINIC_DISPATCH_LEASE_MS".into(), "2000".into()),
+            // The deployed lease (30 s) and SQS calls that wait for the emulator up to 25 s: moto
+            // keeps working on a call its client gave up on, so every timed-out call it is resent
+            // adds load, and the load makes calls time out — on a busy machine a short lease or
+            // short call timeouts turned that into a spiral that froze the emulator. The outage is
+            // still seen at once (the cut proxy closes connections), and a killed dispatcher's
+            // claims are still taken over, 30 s later.
+            ("CLINIC_SQS_OPERATION_TIMEOUT_MS".into(), "25000".into()),
+            ("CLINIC_SQS_ATTEMPT_TIMEOUT_MS".into(), "20000".into()),
             ("CLINIC_DISPATCH_BACKOFF_BASE_MS".into(), BACKOFF_BASE.as_millis().to_string()),
             ("CLINIC_DISPATCH_BACKOFF_CAP_MS".into(), BACKOFF_CAP.as_millis().to_string()),
             ("CLINIC_DISPATCH_MAX_ATTEMPTS".into(), max_attempts.to_string()),
@@ -150,7 +157,9 @@ pub async fn drive(
             stolen
         })
     });
-    // Forged and altered messages at 55 %.
+    // Forged and altered messages at 55 %. The SQS outage waits for them: on a busy machine the
+    // injection can run late, and a send cut by the outage would fail the run for the machine's load.
+    let (forged, forged_done) = tokio::sync::oneshot::channel::<()>();
     let forge_task = {
         let (url, pool, count) = (url.clone(), setup.pool.clone(), args.forged);
         let target = sqs.as_ref().map(|sqs| (sqs.client.clone(), sqs.queues.clone()));
@@ -165,6 +174,7 @@ pub async fn drive(
                 ),
                 None => forgery::run_in_process(&checker, &pool, count).await?,
             };
+            let _ = forged.send(());
             println!(
                 "  t={:>5.1}s injected {count} forged or altered messages",
                 started.elapsed().as_secs_f64()
@@ -175,7 +185,7 @@ pub async fn drive(
     // The SQS outage at 65 %, 10 × the retry budget by default.
     let sqs_outage = sqs.as_ref().map(|sqs| {
         log.sqs_down = Some(args.sqs_down());
-        faults::cut_sqs(sqs.proxy.clone(), at(started, duration, 0.65), args.sqs_down(), started)
+        faults::cut_sqs(sqs.proxy.clone(), at(started, duration, 0.65), forged_done, args.sqs_down(), started)
     });
     // PostgreSQL restarted at 40 %.
     let pg = faults::restart_postgres(

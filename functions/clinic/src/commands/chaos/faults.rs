@@ -93,16 +93,18 @@ pub fn kill_dispatcher_repeatedly(
     })
 }
 
-/// (c) The SQS endpoint unreachable from `at` for `down_for`, for the dispatcher and the consumers
-/// alike (the proxy refuses connections and cuts open ones).
+/// (c) The SQS endpoint unreachable from `at` (or once `after` resolved, whichever is later) for
+/// `down_for`, for the dispatcher and the consumers alike (the proxy closes new connections at once
+/// and cuts open ones).
 pub fn cut_sqs(
     proxy: Arc<watch::Sender<bool>>,
     at: Instant,
+    after: impl std::future::Future<Output: Send> + Send + 'static,
     down_for: Duration,
     started: Instant,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await;
+        tokio::join!(tokio::time::sleep_until(tokio::time::Instant::from_std(at)), after);
         println!(
             "  t={:>5.1}s cutting the SQS endpoint for {:.1} s",
             started.elapsed().as_secs_f64(),

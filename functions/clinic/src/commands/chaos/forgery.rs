@@ -83,10 +83,15 @@ pub async fn inject_into_queues(
         ))?;
         let url = queues.url(forgery.listener).context("a queue per listener")?;
         let send = sqs.send_message().queue_url(url).message_body(body).send();
-        tokio::time::timeout(std::time::Duration::from_secs(20), send)
+        tokio::time::timeout(std::time::Duration::from_secs(60), send)
             .await
             .context("injecting a forged message timed out")?
-            .context("injecting a forged message")?;
+            .map_err(|error| {
+                anyhow::anyhow!(
+                    "injecting a forged message: {}",
+                    aws_sdk_sqs::error::DisplayErrorContext(error)
+                )
+            })?;
         *sent.entry(forgery.expect.as_str()).or_default() += 1;
     }
     Ok(sent)

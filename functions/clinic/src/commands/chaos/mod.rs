@@ -6,7 +6,7 @@
 //! under a temporary folder on a free port (never the machine's shared server), the API in this
 //! process (the real router on 127.0.0.1, connected as `clinic_app` with a `lock_timeout`), the
 //! dispatcher as a child process (`clinic dispatch-loop`, hidden, [`dispatcher`]) so it can be killed
-//! for real, and with `--transport sqs` (the default) the testkit's SQS emulator with one queue per
+//! for real, and with `--transport sqs` (the default) a private SQS emulator (its own `moto_server`) with one queue per
 //! listener, reached through a TCP proxy in this process ([`proxy`]), and the listener side: consumers
 //! that run each received batch concurrently through the listener Lambda's own handler, with a
 //! visibility timeout longer than a batch can take ([`sqs`], `crate::sqs_consumer`). With
@@ -14,12 +14,12 @@
 //!
 //! Faults ([`faults`] and one file per message fault):
 //! - (a) the dispatcher child is killed with SIGKILL at random moments (every 1–5 s) and restarted
-//!   after a random pause; its claims are taken over when their lease (2 s here) expires;
+//!   after a random pause; its claims are taken over when their lease (30 s, as deployed) expires;
 //! - (b) PostgreSQL is stopped (fast shutdown: sessions are cut) once, at 40 % of the run, kept down
 //!   for `--pg-down-secs` and started again; the API answers 503 problem documents meanwhile and the
 //!   writers retry with the same `Idempotency-Key`;
 //! - (c) `--transport sqs`: the SQS endpoint becomes unreachable at 65 % of the run for 10 × the
-//!   dispatcher's retry budget ([`args::RetryBudget`]) — the proxy refuses connections and cuts open
+//!   dispatcher's retry budget ([`args::RetryBudget`]) — the proxy closes new connections at once and cuts open
 //!   ones, for the dispatcher and the consumers alike; no row may die of it;
 //! - (d) one listener fails permanently for one planted event ([`dispatcher::ChaosNotifier`]): locally
 //!   that outbox row must end `dead`; over SQS the start succeeds and exactly that message is

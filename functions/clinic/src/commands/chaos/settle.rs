@@ -85,6 +85,9 @@ pub async fn wait(
         }
         let stalled = moved_at.elapsed() >= stall;
         if stalled || began.elapsed() >= bound {
+            if let (Some(sqs), None) = (sqs, now.queued) {
+                println!("  the listener queues could not be read: {}", sqs.diagnose().await);
+            }
             return Ok(Settled { last: now, took: began.elapsed(), settled: false, stalled });
         }
         if printed_at.elapsed() >= Duration::from_secs(10) {

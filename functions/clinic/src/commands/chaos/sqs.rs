@@ -1,4 +1,4 @@
-//! The SQS side of a run: the testkit's emulator launcher (`moto_server`), the proxy in front of it
+//! The SQS side of a run: a private emulator (`moto_server`, the run's own child), the proxy in front of it
 //! (the fault), one queue per listener, and the listener side — consumers that run each batch
 //! through the listener Lambda's own handler ([`crate::sqs_consumer`]) and count what it decided.
 
@@ -98,20 +98,22 @@ pub struct Sqs {
     pub queues: clinic_sqs::QueueMap,
     /// A client of the proxy (what the faults use to inject and steal messages).
     pub client: aws_sdk_sqs::Client,
-    /// `false` cuts the endpoint (refuses connections and drops open ones), `true` restores it.
+    /// `false` cuts the endpoint (closes new connections at once and drops open ones), `true` restores it.
     pub proxy: Arc<watch::Sender<bool>>,
     consumers: Vec<tokio::task::JoinHandle<()>>,
     stop: watch::Sender<bool>,
     counter: Arc<Counter>,
-    _emulator: clinic_sqs::testing::Emulator,
+    /// The emulator child (kept to be asked whether it still runs, and killed on drop).
+    emulator: Mutex<clinic_sqs::testing::Emulator>,
 }
 
 impl Sqs {
-    /// Starts (or reuses, see `clinic_sqs::testing::Emulator`) the emulator, the proxy in front of it,
+    /// Starts a private emulator (the shared one of `tests/run` has served every test before the
+    /// run, and its state and load are not this run's), the proxy in front of it,
     /// one queue per listener, and the consumers running the listeners on `pool` (with the planted
     /// failure).
     pub async fn start(pool: deadpool_postgres::Pool, planted: (EventId, Listener)) -> anyhow::Result<Sqs> {
-        let emulator = tokio::task::spawn_blocking(clinic_sqs::testing::Emulator::start)
+        let emulator = tokio::task::spawn_blocking(clinic_sqs::testing::Emulator::start_private)
             .await?
             .ok_or_else(|| anyhow!("no SQS emulator (install moto_server; tests/run installs it)"))?;
         let target: SocketAddr =
@@ -119,23 +121,18 @@ impl Sqs {
                 || format!("the emulator endpoint {} is not http://<ip>:<port>", emulator.endpoint),
             )?;
         anyhow::ensure!(target.ip().is_loopback(), "the SQS emulator must be on loopback, not {target}");
-        let proxy_port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let (proxy, up) = watch::channel(true);
-        tokio::spawn(super::proxy::run_proxy(proxy_port, target, up));
+        let (proxy_port, _) = super::proxy::start_proxy(target, up).await.context("binding the SQS proxy")?;
         let endpoint = format!("http://127.0.0.1:{proxy_port}");
-        let client = clinic_sqs::build_client(Some(&endpoint)).await;
+        // The run's own calls (consumers, injected and stolen messages, queue depth) wait for the
+        // emulator as long as it takes; the dispatcher child keeps the deployed timeouts.
+        let client =
+            clinic_sqs::build_client_with(Some(&endpoint), clinic_sqs::testing::PATIENT_TIMEOUTS).await;
         let prefix = format!("chaos-{}", ulid::Ulid::generate().to_string().to_lowercase());
-        let mut queues = None;
-        for _ in 0..50 {
-            match clinic_sqs::queues::create_queues(&client, &prefix, false).await {
-                Ok(created) => {
-                    queues = Some(created);
-                    break;
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
-        let queues = queues.ok_or_else(|| anyhow!("could not create the queues on the emulator"))?;
+        let queues =
+            clinic_sqs::queues::create_queues_when_ready(&client, &prefix, false, Duration::from_secs(5))
+                .await
+                .map_err(|error| anyhow!("could not create the queues on the emulator: {error}"))?;
         let state = Arc::new(
             State::new(pool)
                 .with_notifier(Arc::new(ChaosNotifier { planted: Some(planted) }))
@@ -145,9 +142,13 @@ impl Sqs {
             visibility: 60,
             deadline_slack: Duration::from_secs(15),
             // No long polling: moto_server answers one long poll at a time per worker, and idle
-            // queues polling for a second each would starve the busy ones.
+            // queues polling for a second each would starve the busy ones. An idle consumer pauses
+            // half a second: moto is one Python process, and 12 consumers polling empty queues every
+            // 100 ms kept it near a full core — on a busy machine its answers then slowed past the
+            // dispatcher's attempt timeout, every timed-out attempt left work behind in moto, and
+            // the emulator collapsed (a CI run froze with every call timing out).
             wait_seconds: 0,
-            idle_pause: Duration::from_millis(100),
+            idle_pause: Duration::from_millis(500),
             retry_after: Some(Duration::from_secs(1)),
             dead_letter: true,
             call_timeout: Duration::from_secs(20),
@@ -179,7 +180,7 @@ impl Sqs {
             consumers,
             stop,
             counter,
-            _emulator: emulator,
+            emulator: Mutex::new(emulator),
         })
     }
 
@@ -207,6 +208,30 @@ impl Sqs {
                 .unwrap_or_default();
         }
         Some(total)
+    }
+
+    /// Why the queues cannot be read, for a run that stalled with `depth` answering `None`: whether
+    /// the emulator process exited, and whether it answers when asked directly, not through the proxy.
+    pub async fn diagnose(&self) -> String {
+        let (direct, exited) = {
+            let mut emulator = self.emulator.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            (emulator.client(), emulator.exited())
+        };
+        if let Some(status) = exited {
+            return format!("the SQS emulator exited ({status})");
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(20), direct.list_queues().send()).await;
+        let up = *self.proxy.borrow();
+        match answer {
+            Ok(Ok(_)) => {
+                format!("the SQS emulator answers directly but not through the proxy (proxy up: {up})")
+            }
+            Ok(Err(error)) => format!(
+                "the SQS emulator runs but fails directly too: {}",
+                aws_sdk_sqs::error::DisplayErrorContext(error)
+            ),
+            Err(_) => "the SQS emulator runs but did not answer directly within 20 s".into(),
+        }
     }
 
     /// Stops the consumers (after their current batch) and answers what they decided.
