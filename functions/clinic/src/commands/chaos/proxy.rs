@@ -84,7 +84,7 @@ mod tests {
             return false;
         }
         let mut buffer = [0u8; 4];
-        matches!(stream.read_exact(&mut buffer).await, Ok(_) if &buffer == b"ping")
+        stream.read_exact(&mut buffer).await.is_ok() && &buffer == b"ping"
     }
 
     #[tokio::test]
