@@ -114,18 +114,18 @@ const RAW_MARK: &str = "UPDATE event_outbox \
 
 /// One timed drain, with the CPU time its two processes spent (clock ticks of `/proc/<pid>/stat`).
 #[derive(Debug, Clone, Copy, Default)]
-struct Drain {
-    events: u64,
-    starts: u64,
-    elapsed: Duration,
+pub(super) struct Drain {
+    pub(super) events: u64,
+    pub(super) starts: u64,
+    pub(super) elapsed: Duration,
     /// CPU of the PostgreSQL backend serving the drain.
-    server_ticks: u64,
+    pub(super) server_ticks: u64,
     /// CPU of this process (the dispatcher or the raw loop; nothing else runs meanwhile).
-    client_ticks: u64,
+    pub(super) client_ticks: u64,
 }
 
 impl Drain {
-    fn add(&mut self, other: Drain) {
+    pub(super) fn add(&mut self, other: Drain) {
         self.events += other.events;
         self.starts += other.starts;
         self.elapsed += other.elapsed;
@@ -142,7 +142,7 @@ impl Drain {
             per_event(self.client_ticks)
         )
     }
-    fn events_per_second(&self) -> f64 {
+    pub(super) fn events_per_second(&self) -> f64 {
         self.events as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
     fn starts_per_second(&self) -> f64 {
@@ -201,6 +201,8 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         baseline,
     )
     .await?;
+
+    let best = super::best_config::run(db, &owner, workspace, events, options).await?;
 
     let history = options.history_rows();
     let history_workspace = uuid::Uuid::from(ulid::Ulid::generate());
@@ -275,6 +277,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         met: Some(hist_ratio >= 0.8),
     });
     latency_rows.into_iter().for_each(|row| report.push(row));
+    report.push(best);
 
     // The sustained run (autovacuum on) runs on a private cluster: bench/sustained.rs.
     Ok(())
@@ -355,7 +358,7 @@ async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
 }
 
 /// The real dispatcher, one pass until idle, with `steps` batches in flight.
-async fn real_drain(db: &TestDb, batch: i64, steps: usize) -> anyhow::Result<Drain> {
+pub(super) async fn real_drain(db: &TestDb, batch: i64, steps: usize) -> anyhow::Result<Drain> {
     // One connection per batch in its mark plus the claim's (one step: one connection, as the raw
     // loop). Opened before the clock starts, as the raw loop's is; CPU is read from every backend.
     let connections = if steps == 1 { 1 } else { steps + 1 };

@@ -19,6 +19,7 @@
 //! - Logging: the bench processes log at `warn` unless `RUST_LOG` says otherwise, so per-request and
 //!   per-event info lines are not part of the figures.
 
+mod best_config;
 pub(crate) mod client;
 mod db;
 mod disclosure;

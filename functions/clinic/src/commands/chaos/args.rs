@@ -26,9 +26,11 @@ pub struct ChaosArgs {
     /// proxy the run cuts) or `local` (in the dispatcher process; no queue faults).
     #[arg(long, default_value = "sqs", value_parser = ["sqs", "local"])]
     pub transport: String,
-    /// Pause of each writer between mutations, in milliseconds (default 0 with `local`, 100 with `sqs`:
-    /// moto_server, not the pipeline, is the bottleneck there and slows down as its queues fill; use
-    /// 400 or more for runs longer than a few minutes).
+    /// Pause of each writer between mutations, in milliseconds (default 0 with `local`, 300 with `sqs`:
+    /// moto_server, not the pipeline, is the bottleneck there — it serves one request at a time and
+    /// does work linear in a queue's length for every message, so the backlog the SQS outage leaves
+    /// can tip a busy machine's emulator into answering slower than the run sends; at 100 ms a CI
+    /// machine's run never drained. Use 400 or more for runs longer than a few minutes).
     #[arg(long)]
     pub pace_ms: Option<u64>,
     /// Seconds the SQS endpoint stays unreachable (`--transport sqs`; default: 10 × the dispatcher's
@@ -74,7 +76,7 @@ impl ChaosArgs {
     }
 
     pub fn pace(&self) -> Duration {
-        Duration::from_millis(self.pace_ms.unwrap_or(if self.sqs() { 100 } else { 0 }))
+        Duration::from_millis(self.pace_ms.unwrap_or(if self.sqs() { 300 } else { 0 }))
     }
 
     pub fn retry_budget(&self) -> RetryBudget {

@@ -70,6 +70,7 @@ pub async fn drive(
             // claims are still taken over, 30 s later.
             ("CLINIC_SQS_OPERATION_TIMEOUT_MS".into(), "25000".into()),
             ("CLINIC_SQS_ATTEMPT_TIMEOUT_MS".into(), "20000".into()),
+            ("CLINIC_SQS_CONNECT_TIMEOUT_MS".into(), "10000".into()),
             ("CLINIC_DISPATCH_BACKOFF_BASE_MS".into(), BACKOFF_BASE.as_millis().to_string()),
             ("CLINIC_DISPATCH_BACKOFF_CAP_MS".into(), BACKOFF_CAP.as_millis().to_string()),
             ("CLINIC_DISPATCH_MAX_ATTEMPTS".into(), max_attempts.to_string()),
