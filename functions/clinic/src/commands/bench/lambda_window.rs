@@ -74,6 +74,30 @@ struct Measured {
     worst_phase_secs: f64,
 }
 
+/// Purges every listener queue once a second until aborted. Nothing consumes the messages here (the
+/// measure ends when SQS accepted them), and moto does work linear in a queue's length for every
+/// message sent to it (it recomputes the queue's attributes per message): left to fill, the queues
+/// slowed every send until the dispatcher's calls timed out — what ended the real-minute runs after
+/// about two minutes with `sqs_unreachable`.
+fn keep_queues_short(
+    client: aws_sdk_sqs::Client,
+    queues: &clinic_sqs::QueueMap,
+) -> tokio::task::JoinHandle<()> {
+    let urls: Vec<String> = clinic_core::listeners::Listener::ALL
+        .iter()
+        .filter_map(|l| queues.url(*l).map(str::to_owned))
+        .collect();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            for url in &urls {
+                let purge = client.purge_queue().queue_url(url).send();
+                let _ = tokio::time::timeout(Duration::from_secs(20), purge).await;
+            }
+        }
+    })
+}
+
 pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let binary = dispatcher_binary()?;
     let emulator = tokio::task::spawn_blocking(clinic_sqs::testing::Emulator::start).await?.context(
@@ -107,6 +131,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     ] {
         env.push((key.into(), value));
     }
+    let purger = keep_queues_short(client.clone(), &queues);
     let owner = db.owner().await?;
     let workspace = seed(&owner, 1, 1).await?.workspace_id;
     let period = options.tick_period();
@@ -121,6 +146,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         let measured = measure(db, &binary, &env, schedule, period, ticks, rate, workspace).await?;
         results.push((schedule, measured));
     }
+    purger.abort();
     let mut baseline = results.pop().context("no baseline run")?.1;
     let (schedule, mut measured) = results.pop().context("no overlap run")?;
     let (p50, p99, max) = (
