@@ -27,8 +27,8 @@ pub struct ChaosArgs {
     #[arg(long, default_value = "sqs", value_parser = ["sqs", "local"])]
     pub transport: String,
     /// Pause of each writer between mutations, in milliseconds (default 0 with `local`, 300 with `sqs`:
-    /// moto_server, not the pipeline, is the bottleneck there — it serves one request at a time and
-    /// does work linear in a queue's length for every message, so the backlog the SQS outage leaves
+    /// moto_server, not the pipeline, is the bottleneck there — one Python process (one core at most)
+    /// doing work linear in a queue's length for every message, so the backlog the SQS outage leaves
     /// can tip a busy machine's emulator into answering slower than the run sends; at 100 ms a CI
     /// machine's run never drained. Use 400 or more for runs longer than a few minutes).
     #[arg(long)]
