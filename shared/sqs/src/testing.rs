@@ -84,9 +84,7 @@ impl Emulator {
             .build();
         aws_sdk_sqs::Client::from_conf(config)
     }
-}
 
-impl Emulator {
     /// Whether the emulator this value started has exited (`Some(status)`); `None` while it runs or
     /// when it was not started here.
     pub fn exited(&mut self) -> Option<std::process::ExitStatus> {

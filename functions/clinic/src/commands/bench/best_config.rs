@@ -21,14 +21,8 @@ use clinic_testkit::TestDb;
 
 /// The reference limit: due rows straight to `dispatched` in one statement per batch.
 const RAW_SINGLE_STATEMENT: &str = concat!(
-    "WITH due AS ( \
-         SELECT event_id FROM event_outbox \
-         WHERE ",
-    clinic_core::outbox_due_predicate!(),
-    " \
-         ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED \
-     ) \
-     UPDATE event_outbox o \
+    super::dispatch::raw_due_rows!(),
+    "UPDATE event_outbox o \
      SET status = 'dispatched', attempts = o.attempts + 1, dispatched_at = now(), updated_at = now() \
      FROM due WHERE o.event_id = due.event_id"
 );

@@ -91,15 +91,26 @@ const RESET: &str = "UPDATE event_outbox o \
 const FORGET_STARTS: &str =
     "DELETE FROM listener_starts s USING events e WHERE e.id = s.event_id AND e.workspace_id = $1";
 
+/// `WITH due AS (…)`: up to `$1` due rows, oldest first, skipping rows others hold — the pick of
+/// every raw loop here (this file's claim-then-mark and bench/best_config.rs's single statement).
+macro_rules! raw_due_rows {
+    () => {
+        concat!(
+            "WITH due AS ( \
+                 SELECT event_id FROM event_outbox \
+                 WHERE ",
+            clinic_core::outbox_due_predicate!(),
+            " \
+                 ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED \
+             ) "
+        )
+    };
+}
+pub(super) use raw_due_rows;
+
 const RAW_CLAIM: &str = concat!(
-    "WITH due AS ( \
-         SELECT event_id FROM event_outbox \
-         WHERE ",
-    clinic_core::outbox_due_predicate!(),
-    " \
-         ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED \
-     ) \
-     UPDATE event_outbox o \
+    raw_due_rows!(),
+    "UPDATE event_outbox o \
      SET status = 'claimed', claim_token = $2, claimed_by = 'raw-loop', \
          available_at = now() + interval '30 seconds', claimed_until = now() + interval '30 seconds', \
          attempts = o.attempts + 1, updated_at = now() \

@@ -143,10 +143,9 @@ impl Sqs {
             deadline_slack: Duration::from_secs(15),
             // No long polling: moto_server answers one long poll at a time per worker, and idle
             // queues polling for a second each would starve the busy ones. An idle consumer pauses
-            // half a second: moto is one Python process, and 12 consumers polling empty queues every
-            // 100 ms kept it near a full core — on a busy machine its answers then slowed past the
-            // dispatcher's attempt timeout, every timed-out attempt left work behind in moto, and
-            // the emulator collapsed (a CI run froze with every call timing out).
+            // half a second: moto is one Python process (one core at most), and empty receives
+            // every 100 ms from every consumer took CPU from the calls that carry messages — load
+            // that helped tip a busy machine's emulator into the slowdown docs/chaos.md describes.
             wait_seconds: 0,
             idle_pause: Duration::from_millis(500),
             retry_after: Some(Duration::from_secs(1)),
