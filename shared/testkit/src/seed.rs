@@ -25,6 +25,10 @@ pub fn system_ctx(workspace_id: WorkspaceId) -> Ctx {
     }
 }
 
+/// The personal text `booked_appointments` stores: a patient's names and a practitioner's display
+/// name. Scan queue bodies, logs and records for each; none may carry it.
+pub const PLANTED_TEXT: [&str; 3] = ["Grace", "Hopper", "Dr. Strange"];
+
 /// A new workspace with one patient, one practitioner and `count` booked appointments starting 24 h,
 /// 25 h, … from now; returns their `appointment.created` events (committed, pending in the outbox).
 pub async fn booked_appointments(db: &TestDb, count: usize) -> Vec<Envelope> {
@@ -33,9 +37,10 @@ pub async fn booked_appointments(db: &TestDb, count: usize) -> Vec<Envelope> {
     workspaces::insert_workspace(&client, workspace, "Test clinic").await.expect("workspace");
     let ctx = system_ctx(workspace);
     let tx = client.transaction().await.expect("transaction");
-    let patient = json!({"givenName": "Grace", "familyName": "Hopper"}).try_into().expect("patient");
+    let patient =
+        json!({"givenName": PLANTED_TEXT[0], "familyName": PLANTED_TEXT[1]}).try_into().expect("patient");
     let (patient, _) = patients::create(&tx, &ctx, patient).await.expect("patient");
-    let practitioner = json!({"displayName": "Dr. Strange"}).try_into().expect("practitioner");
+    let practitioner = json!({"displayName": PLANTED_TEXT[2]}).try_into().expect("practitioner");
     let (practitioner, _) = practitioners::create(&tx, &ctx, practitioner).await.expect("practitioner");
     let mut events = Vec::with_capacity(count);
     for hour in 0..count {
