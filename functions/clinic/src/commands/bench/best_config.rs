@@ -35,7 +35,7 @@ fn grid(options: &Options) -> Vec<(i64, usize)> {
     if options.smoke {
         return vec![(50, 2), (100, 4)];
     }
-    [100, 200, 500].into_iter().flat_map(|batch| [2, 4].map(|steps| (batch, steps))).collect()
+    [100, 200, 500, 1000].into_iter().flat_map(|batch| [2, 4].map(|steps| (batch, steps))).collect()
 }
 
 /// The single-statement loop until nothing is due; answers the drain (CPU not measured here).

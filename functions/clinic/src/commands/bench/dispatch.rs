@@ -216,17 +216,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let best = super::best_config::run(db, &owner, workspace, events, options).await?;
 
     let history = options.history_rows();
-    let history_workspace = uuid::Uuid::from(ulid::Ulid::generate());
-    let started = Instant::now();
-    let chunk = 100_000i64;
-    let mut written = 0;
-    while written < history {
-        let rows = chunk.min(history - written);
-        owner.execute(PREFILL, &[&history_workspace, &rows, &"dispatched", &types, &resources]).await?;
-        written += rows;
-    }
-    owner.batch_execute("VACUUM ANALYZE").await?;
-    eprintln!("bench: dispatch: added {history} dispatched history rows in {:?}", started.elapsed());
+    super::history::prefill(db.url(), history, false).await?;
     let with_history = pair(db, &owner, workspace, events, batch, steps, rounds).await?;
 
     let per_type = rotation_text();

@@ -29,7 +29,7 @@ use super::client::{BenchAuth, Connection};
 use super::db::{seed, BenchConnections as _};
 use super::report::{ms, thousands, Report, Row};
 use super::serve::ServerChild;
-use super::stats::Samples;
+use super::stats::{MachineCpu, Samples};
 use super::write::Slots;
 use super::Options;
 use clinic_testkit::TestDb;
@@ -67,6 +67,8 @@ struct Measured {
     events: i64,
     before_answer: usize,
     responses: Samples,
+    /// How busy the machine was during the measured run (`/proc/stat`).
+    machine_cpu: String,
 }
 
 pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
@@ -133,7 +135,9 @@ async fn measure(
     wait_dispatched(owner).await?;
     let cutoff: chrono::DateTime<chrono::Utc> = owner.query_one(NOW, &[]).await?.get(0);
     eprintln!("bench: latency: {rate} events/s for {duration:?} ({until:?})");
+    let cpu = MachineCpu::now();
     let run = steady(address, auth, slots, rate, duration).await?;
+    let machine_cpu = cpu.busy_since();
     wait_dispatched(owner).await?;
     let query = match until {
         Until::Receipt => RECEIPT_TIMES,
@@ -165,6 +169,7 @@ async fn measure(
         events,
         before_answer,
         responses: run.responses,
+        machine_cpu,
     })
 }
 
@@ -173,12 +178,13 @@ fn push(report: &mut Report, label: &str, run: &mut Measured, what: &str, target
     report.push(Row {
         measure: format!(
             "{label}. Latency: POST /v1/appointments at {}/s for {}s (open loop), {what}; {} samples of {} events \
-             ({} were written before the 201 arrived: counted as 0)",
+             ({} were written before the 201 arrived: counted as 0); machine CPU busy during the run: {}",
             run.rate,
             run.duration.as_secs(),
             thousands(run.from_commit.len() as f64),
             thousands(run.events as f64),
-            thousands(run.before_answer as f64)
+            thousands(run.before_answer as f64),
+            run.machine_cpu
         ),
         figure: format!(
             "p50 {} · p95 {} · p99 {} · max {}",

@@ -24,6 +24,7 @@ pub(crate) mod client;
 mod db;
 mod disclosure;
 mod dispatch;
+mod history;
 mod lambda_window;
 mod latency;
 mod latency_transport;

@@ -62,3 +62,37 @@ mod tests {
         assert_eq!(Samples::default().quantile_ms(0.5), None);
     }
 }
+
+/// The whole machine's CPU over a run, from `/proc/stat` (all cores): how busy it was, so a latency
+/// figure can be read beside the load that shaped it.
+#[derive(Debug, Clone, Copy)]
+pub struct MachineCpu {
+    busy: u64,
+    total: u64,
+}
+
+impl MachineCpu {
+    /// The counters now (zeros where `/proc/stat` cannot be read).
+    pub fn now() -> Self {
+        let line = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|stat| stat.lines().next().map(str::to_owned))
+            .unwrap_or_default();
+        // cpu user nice system idle iowait irq softirq steal …
+        let fields: Vec<u64> = line.split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        let total: u64 = fields.iter().take(8).sum();
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        Self { busy: total.saturating_sub(idle), total }
+    }
+
+    /// The share of all cores that was busy since `self` ("n/a" when unknown), e.g. "83% of 2 cores".
+    pub fn busy_since(self) -> String {
+        let now = Self::now();
+        let (busy, total) = (now.busy.saturating_sub(self.busy), now.total.saturating_sub(self.total));
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if total == 0 {
+            return "n/a".into();
+        }
+        format!("{:.0}% of {cores} cores", 100.0 * busy as f64 / total as f64)
+    }
+}

@@ -6,16 +6,12 @@
 //! Invariants:
 //! - Both runs go through the same server child, clients and fixtures on the same database, so the
 //!   ratio shows only what the history costs.
-//! - The prefill is untimed and followed by `VACUUM ANALYZE`, as a database past its first autovacuum
-//!   would be.
+//! - The prefill (bench/history.rs, with the primary links) is untimed and followed by
+//!   `VACUUM ANALYZE`.
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use clinic_core::http::auth::Role;
-use tokio::time::Instant;
-use tokio_postgres::Client;
-use ulid::Ulid;
 
 use super::client::BenchAuth;
 use super::db::{seed, BenchConnections as _};
@@ -24,14 +20,6 @@ use super::serve::ServerChild;
 use super::write::{api_run, Slots, API_POOL, PATIENTS, PRACTITIONERS};
 use super::Options;
 use clinic_testkit::TestDb;
-
-/// The primary timeline link of every event of workspace `$1` (what `store::append` writes first).
-const PREFILL_LINKS: &str =
-    "INSERT INTO event_resources (workspace_id, resource_type, resource_id, event_id) \
-     SELECT workspace_id, resource_type, resource_id, id FROM events WHERE workspace_id = $1";
-
-/// Rows per prefill statement.
-const CHUNK: i64 = 100_000;
 
 pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow::Result<()> {
     let clients = options.clients;
@@ -47,7 +35,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let mut empty = api_run(server.address, &auth, &slots, clients, duration).await?;
     empty.check("API, empty tables")?;
     let history = options.history_rows();
-    prefill(&owner, history).await?;
+    super::history::prefill(db.url(), history, true).await?;
     eprintln!("bench: write-history: API with {} events of history", thousands(history as f64));
     let mut with_history = api_run(server.address, &auth, &slots, clients, duration).await?;
     with_history.check("API with history")?;
@@ -65,25 +53,5 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         target: "≥ 0.8× empty".into(),
         met: Some(history_ratio >= 0.8),
     });
-    Ok(())
-}
-
-/// `rows` dispatched events of history, in chunks (one workspace per chunk), then `VACUUM ANALYZE`.
-async fn prefill(owner: &Client, rows: i64) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let (types, resources) = super::dispatch::catalog();
-    let mut written = 0;
-    while written < rows {
-        let chunk = CHUNK.min(rows - written);
-        let workspace = uuid::Uuid::from(Ulid::generate());
-        owner
-            .execute(super::dispatch::PREFILL, &[&workspace, &chunk, &"dispatched", &types, &resources])
-            .await
-            .context("pre-filling history")?;
-        owner.execute(PREFILL_LINKS, &[&workspace]).await.context("pre-filling history links")?;
-        written += chunk;
-    }
-    owner.batch_execute("VACUUM ANALYZE").await?;
-    eprintln!("bench: write-history: pre-filled {rows} events in {:?}", started.elapsed());
     Ok(())
 }
