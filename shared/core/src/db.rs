@@ -175,6 +175,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "custody_per_event",
         sql: include_str!("../../../migrations/V13__custody_per_event.sql"),
     },
+    Migration {
+        version: 14,
+        name: "event_links_without_foreign_keys",
+        sql: include_str!("../../../migrations/V14__event_links_without_foreign_keys.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

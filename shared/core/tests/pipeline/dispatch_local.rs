@@ -414,6 +414,80 @@ async fn the_drain_loop_wakes_on_notify_and_returns_before_the_window_ends() {
     assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 0);
 }
 
+/// The idle registration's `since`, when the dispatcher is registered.
+async fn registered_since(fx: &Fixture) -> Option<String> {
+    let client = fx.db.client().await;
+    let row = client.query_opt("SELECT since::text FROM outbox_waiters", &[]).await.unwrap();
+    row.map(|row| row.get(0))
+}
+
+async fn wait_for_notifications(fx: &Fixture, count: i64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fx.count("SELECT count(*) FROM notifications").await < count {
+        assert!(Instant::now() < deadline, "fewer than {count} notifications after 20 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A trickle of commits keeps the idle registration (each commit NOTIFYs); a burst of a whole batch
+/// gives it up, and the dispatcher registers afresh once idle again.
+#[tokio::test]
+async fn a_trickle_keeps_the_idle_registration_and_a_backlog_gives_it_up() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let mut hour = 24;
+    for (batch, keeps) in [(100, true), (1, false)] {
+        let mut config = fast_config();
+        // A long poll: only a NOTIFY can explain a dispatch.
+        config.poll_interval = Duration::from_secs(30);
+        config.batch = batch;
+        let dispatcher = Arc::new(fx.dispatcher(fx.local(), config).with_listen(fx.db.url.clone(), None));
+        drain(&dispatcher).await;
+        let mut notified = fx.count("SELECT count(*) FROM notifications").await;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let running = {
+            let dispatcher = Arc::clone(&dispatcher);
+            tokio::spawn(async move {
+                dispatcher
+                    .run_until(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let since = loop {
+            if let Some(since) = registered_since(&fx).await {
+                break since;
+            }
+            assert!(Instant::now() < deadline, "dispatcher never registered as idle");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        // Two bookings one after the other: the second is started only once the first burst is over.
+        for _ in 0..2 {
+            fx.book(patient, practitioner, hour).await;
+            hour += 1;
+            notified += 2;
+            wait_for_notifications(&fx, notified).await;
+        }
+        if keeps {
+            assert_eq!(registered_since(&fx).await.as_deref(), Some(since.as_str()), "batch {batch}");
+        } else {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while registered_since(&fx).await.is_none_or(|now| now == since) {
+                assert!(Instant::now() < deadline, "batch {batch}: never registered afresh");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let _ = stop.send(());
+        let report = running.await.unwrap();
+        assert_eq!(report.totals.dispatched, 2, "batch {batch}: {report:?}");
+        assert!(report.wakeups >= 2, "batch {batch}: {report:?}");
+        assert_eq!(registered_since(&fx).await, None, "unregistered when the loop ends");
+    }
+}
+
 #[tokio::test]
 async fn run_until_stops_on_shutdown_and_polls_without_listen() {
     let fx = Fixture::new().await;
