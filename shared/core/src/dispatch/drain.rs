@@ -5,11 +5,8 @@
 //! - The dispatcher registers in `outbox_waiters` only after its `LISTEN` is active, then re-scans
 //!   once before waiting, so a commit that saw the registration always wakes it; commits that raced
 //!   the registration are caught by the poll.
-//! - It unregisters as soon as a burst finds a backlog (it claimed at least a whole batch) and when the
-//!   loop ends, so busy dispatchers cost writers nothing. A burst of less than a batch keeps the
-//!   registration: at a trickle of commits each event then costs its writer one NOTIFY instead of
-//!   costing the dispatcher an unregister, an empty claim, a register and a re-scan before it can be
-//!   woken again (which would sit between the next commit and its start).
+//! - It unregisters as soon as a step finds work and when the loop ends, so busy dispatchers cost
+//!   writers nothing.
 //! - While the transport is down (see [`Dispatcher::outage_pause`]) the loop waits for the next probe
 //!   (≤ [`super::DispatchConfig::probe_max`]) instead of claiming again at once.
 //! - Work comes in bursts of overlapped steps (`overlap`): up to `steps_in_flight` batches between
@@ -81,8 +78,7 @@ impl Dispatcher {
                 Ok((StepOutcome::Dispatched(totals), steps)) => {
                     report.add(steps, &totals);
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
-                    let backlog = totals.claimed as i64 >= self.config.batch;
-                    if backlog && registered.take().is_some() {
+                    if registered.take().is_some() {
                         self.unregister().await;
                     }
                     // The transport is down: wait for the next probe instead of spinning on it.

@@ -3,7 +3,7 @@
 //! Writers send `NOTIFY clinic_outbox` only while some row exists here (see
 //! [`crate::events::store`]), so a busy pipeline pays nothing for wake-ups. A dispatcher registers
 //! only after its `LISTEN` is active, then re-scans once before waiting, and unregisters as soon as it
-//! finds a backlog (a burst of at least a whole batch). Rows of dispatchers that died while registered are removed by the next registration
+//! finds work. Rows of dispatchers that died while registered are removed by the next registration
 //! once they are older than [`STALE_AFTER_SECS`] (until then they merely cause unneeded NOTIFYs).
 
 use deadpool_postgres::GenericClient;
