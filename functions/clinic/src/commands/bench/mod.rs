@@ -223,29 +223,40 @@ enum Section {
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
     let mut report = Report::new(admin_url, options.smoke).await?;
+    let outcome = run_each(admin_url, options, sections, &mut report).await;
+    // The rows measured so far are printed also when a later section failed.
+    println!("{}", report.render());
+    outcome
+}
+
+async fn run_each(
+    admin_url: &str,
+    options: &Options,
+    sections: &[Section],
+    report: &mut Report,
+) -> anyhow::Result<()> {
     for section in sections {
         if let Section::Sustained = section {
             // Its own private cluster, not the bench server.
-            sustained::run(options, &mut report).await?;
+            sustained::run(options, report).await?;
             continue;
         }
         let bench_db = db::create(admin_url).await?;
         eprintln!("bench: database {}", bench_db.name);
         match section {
-            Section::Write => write::run(&bench_db, options, &mut report).await?,
-            Section::WriteHistory => write_history::run(&bench_db, options, &mut report).await?,
-            Section::Dispatch => dispatch::run(&bench_db, options, &mut report).await?,
+            Section::Write => write::run(&bench_db, options, report).await?,
+            Section::WriteHistory => write_history::run(&bench_db, options, report).await?,
+            Section::Dispatch => dispatch::run(&bench_db, options, report).await?,
             Section::Sustained => {}
-            Section::Latency => latency::run(&bench_db, options, &mut report).await?,
-            Section::LambdaWindow => lambda_window::run(&bench_db, options, &mut report).await?,
-            Section::Operator => operator::run(admin_url, &bench_db, options, &mut report).await?,
-            Section::Disclosure => disclosure::run(&bench_db, options, &mut report).await?,
-            Section::Lists => lists::run(&bench_db, options, &mut report).await?,
-            Section::Recovery => recovery::run(&bench_db, options, &mut report).await?,
+            Section::Latency => latency::run(&bench_db, options, report).await?,
+            Section::LambdaWindow => lambda_window::run(&bench_db, options, report).await?,
+            Section::Operator => operator::run(admin_url, &bench_db, options, report).await?,
+            Section::Disclosure => disclosure::run(&bench_db, options, report).await?,
+            Section::Lists => lists::run(&bench_db, options, report).await?,
+            Section::Recovery => recovery::run(&bench_db, options, report).await?,
         }
         // Dropping `bench_db` drops the database (also when the section failed).
     }
-    println!("{}", report.render());
     Ok(())
 }
 
