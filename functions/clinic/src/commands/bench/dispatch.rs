@@ -216,7 +216,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let best = super::best_config::run(db, &owner, workspace, events, options).await?;
 
     let history = options.history_rows();
-    super::history::prefill(db.url(), history, false).await?;
+    super::history::prefill(db.url(), history, None, false).await?;
     let with_history = pair(db, &owner, workspace, events, batch, steps, rounds).await?;
 
     let per_type = rotation_text();

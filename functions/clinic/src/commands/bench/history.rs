@@ -1,12 +1,14 @@
 //! History for the runs "with history": already-dispatched events pre-filled by plain SQL
-//! ([`super::dispatch::PREFILL`]), in chunks of one workspace each, on two owner connections at once,
-//! then `VACUUM ANALYZE`, as a database past its first autovacuum would be. Untimed by the figures.
+//! ([`super::dispatch::PREFILL`]), in chunks of 100,000 (each into a fresh workspace, or all into the
+//! caller's), on two owner connections at once, then `VACUUM ANALYZE`, as a database past its first
+//! autovacuum would be. Untimed by the figures.
 //!
 //! Invariants:
 //! - Exactly `rows` events (with their outbox rows) are written, each chunk in its own statement, so
 //!   a failed chunk fails the prefill instead of leaving a silent gap.
 //! - With `links`, each event also gets its primary timeline link (what `store::append` writes
-//!   first), for the write path, whose `event_resources` index grows with time.
+//!   first), for the write path, whose `event_resources` index grows with time. Links are written
+//!   per chunk's workspace, so they need the fresh workspaces (the prefill refuses both at once).
 
 use anyhow::Context;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -28,9 +30,16 @@ const CHUNK: i64 = 100_000;
 const CONNECTIONS: usize = 2;
 
 /// Writes `rows` dispatched events of history into the database at `owner_url` (see the module docs)
-/// and says how long it took.
-pub(super) async fn prefill(owner_url: &str, rows: i64, links: bool) -> anyhow::Result<()> {
+/// and says how long it took: all into `workspace`, or into a fresh workspace per chunk when `None`.
+pub(super) async fn prefill(
+    owner_url: &str,
+    rows: i64,
+    workspace: Option<uuid::Uuid>,
+    links: bool,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(!(links && workspace.is_some()), "history links need a fresh workspace per chunk");
     let started = Instant::now();
+    let (types, resources) = &catalog();
     let chunks: Vec<i64> = (0..rows).step_by(CHUNK as usize).map(|from| CHUNK.min(rows - from)).collect();
     let mut clients = Vec::with_capacity(CONNECTIONS);
     for _ in 0..CONNECTIONS.min(chunks.len().max(1)) {
@@ -39,11 +48,10 @@ pub(super) async fn prefill(owner_url: &str, rows: i64, links: bool) -> anyhow::
     let clients = &clients;
     stream::iter(chunks.into_iter().enumerate())
         .map(|(n, chunk)| async move {
-            let (types, resources) = catalog();
             let client = clients[n % clients.len()].lock().await;
-            let workspace = uuid::Uuid::from(Ulid::generate());
+            let workspace = workspace.unwrap_or_else(|| uuid::Uuid::from(Ulid::generate()));
             client
-                .execute(PREFILL, &[&workspace, &chunk, &"dispatched", &types, &resources])
+                .execute(PREFILL, &[&workspace, &chunk, &"dispatched", types, resources])
                 .await
                 .context("pre-filling history")?;
             if links {

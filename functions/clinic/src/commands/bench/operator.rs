@@ -106,19 +106,11 @@ async fn side(db: &TestDb, history: i64) -> anyhow::Result<Side> {
     }
     // Working-set rows were written a day ago (so `olderThan=1h` selects them).
     owner.execute("UPDATE event_outbox SET created_at = created_at - interval '1 day'", &[]).await?;
-    let started = Instant::now();
-    let mut written = 0;
-    while written < history {
-        let rows = (history - written).min(100_000);
-        owner
-            .execute(PREFILL, &[&workspace, &rows, &"dispatched", &types, &resources])
-            .await
-            .context("history")?;
-        written += rows;
-    }
-    owner.batch_execute("VACUUM ANALYZE").await?;
     if history > 0 {
-        eprintln!("bench: operator: added {history} dispatched history rows in {:?}", started.elapsed());
+        // The history goes into the working set's workspace; the prefill ends with VACUUM ANALYZE.
+        super::history::prefill(db.url(), history, Some(workspace), false).await?;
+    } else {
+        owner.batch_execute("VACUUM ANALYZE").await?;
     }
     let client = db.app_pool(1)?.get().await?;
     Ok(Side { client, workspace: WorkspaceId::from_uuid(workspace) })

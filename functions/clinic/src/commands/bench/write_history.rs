@@ -35,7 +35,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let mut empty = api_run(server.address, &auth, &slots, clients, duration).await?;
     empty.check("API, empty tables")?;
     let history = options.history_rows();
-    super::history::prefill(db.url(), history, true).await?;
+    super::history::prefill(db.url(), history, None, true).await?;
     eprintln!("bench: write-history: API with {} events of history", thousands(history as f64));
     let mut with_history = api_run(server.address, &auth, &slots, clients, duration).await?;
     with_history.check("API with history")?;
