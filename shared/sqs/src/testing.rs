@@ -121,7 +121,7 @@ pub async fn receive_all(client: &aws_sdk_sqs::Client, url: &str) -> Vec<Message
             return messages;
         }
         for message in &batch {
-            clinic_core::contract::capture::record("sqs", message.body().unwrap_or_default());
+            clinic_core::contract::capture::record("sqs", || message.body().unwrap_or_default());
         }
         messages.extend(batch);
     }

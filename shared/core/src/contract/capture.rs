@@ -6,12 +6,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Records `body` (a CloudEvent or an envelope, as JSON text) under `kind` (`sqs`, `local`, …).
-pub fn record(kind: &str, body: &str) {
+/// Records the body `body()` gives (a CloudEvent or an envelope, as JSON text) under `kind` (`sqs`,
+/// `local`, …). `body` runs only when capture is on, so a process without it serialises nothing.
+pub fn record<B: AsRef<[u8]>>(kind: &str, body: impl FnOnce() -> B) {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let Some(dir) = crate::config::var("CLINIC_CONTRACT_CAPTURE_DIR") else { return };
     let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
     let name = format!("{kind}-{}-{sequence}-{}.json", std::process::id(), crate::ids::new_ulid());
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(std::path::Path::new(&dir).join(name), body);
+    let _ = std::fs::write(std::path::Path::new(&dir).join(name), body());
 }

@@ -43,6 +43,11 @@ pub struct DispatchConfig {
     /// keep `CLINIC_DB_POOL_SIZE` at least this plus one (the dispatcher Lambda's default is).
     /// 1 is the strict claim → start → mark sequence.
     pub steps_in_flight: usize,
+    /// `CLINIC_DISPATCH_FULL_SCAN_MS` (default 1000, 10–60000): while a backlog lasts, claims start
+    /// their scan at a floor just before the previous claim's oldest row (see `dispatch::floor`);
+    /// at least this often one scans from the start, so a row due before the floor (a late commit,
+    /// a resumed listener's rows) waits at most this long.
+    pub full_scan_every: Duration,
 }
 
 impl Default for DispatchConfig {
@@ -61,6 +66,7 @@ impl Default for DispatchConfig {
             probe_max: Duration::from_secs(30),
             unknown_retry: Duration::from_secs(30),
             steps_in_flight: 2,
+            full_scan_every: Duration::from_secs(1),
         }
     }
 }
@@ -87,6 +93,7 @@ impl DispatchConfig {
                 defaults.steps_in_flight as u64,
                 1..=16,
             )? as usize,
+            full_scan_every: millis("CLINIC_DISPATCH_FULL_SCAN_MS", 1_000, 10..=60_000)?,
         };
         if config.backoff.cap < config.backoff.base {
             return Err(ConfigError::Invalid {

@@ -34,6 +34,8 @@ pub struct Dispatcher {
     pub(super) outage: Outage,
     /// FIFO groups being started by batches in flight (see [`super::overlap`]).
     pub(super) order: super::overlap::StartOrder,
+    /// Where the next claim starts its scan while a backlog lasts (see [`super::floor`]).
+    floor: super::floor::ClaimFloor,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -79,6 +81,7 @@ impl Dispatcher {
             metrics: super::metrics::Recorder::default(),
             outage: Outage::default(),
             order: Default::default(),
+            floor: Default::default(),
         }
     }
 
@@ -154,13 +157,20 @@ impl Dispatcher {
         Ok(report)
     }
 
-    /// Unit 1: one statement claims the batch.
+    /// Unit 1: one statement claims the batch (from the claim floor while a backlog lasts).
     pub(super) async fn claim(&self) -> Result<Claim, DispatchError> {
         let client = self.pool.get().await?;
         let config = &self.config;
-        let claim =
-            outbox::claim_with_ceiling(&client, config.batch, config.lease, &self.id, config.max_attempts)
-                .await?;
+        let claim_above = |floor| {
+            outbox::claim_above(&client, config.batch, config.lease, &self.id, config.max_attempts, floor)
+        };
+        let floor = self.floor.next(config.full_scan_every);
+        let mut claim = claim_above(floor).await?;
+        if floor.is_some() && claim.is_empty() {
+            // "Nothing due" must come from a scan of the whole index (it ends a burst).
+            claim = claim_above(None).await?;
+        }
+        self.floor.claimed(config.batch, claim.len(), claim.oldest_due);
         for row in &claim.rows {
             let (transition, outcome) = if row.lease_expired {
                 (Transition::LeaseExpired, "reclaimed")

@@ -22,6 +22,9 @@
 //! - A drain overlaps steps (module `overlap`): up to [`DispatchConfig::steps_in_flight`] batches
 //!   between claim and mark, claims one at a time, each batch fenced by its own token, FIFO groups
 //!   started in claim order.
+//! - While a backlog lasts, a claim starts its scan at a floor just before the previous claim's
+//!   oldest row instead of at the oldest dead index entries (module `floor`); at least once a second,
+//!   and whenever the previous claim was not full, it scans from the start.
 //!
 //! Wiring (e.g. `clinic dev`): build a [`Dispatcher`] with a [`LocalTransport`] and run
 //! [`Dispatcher::run_until`] in a background task; in Lambda, [`Dispatcher::drain`] for the window.
@@ -29,6 +32,7 @@
 mod config;
 mod dispatcher;
 mod drain;
+mod floor;
 pub mod lifecycle;
 pub mod metrics;
 mod outage;

@@ -32,6 +32,7 @@ pub fn fast_config() -> DispatchConfig {
         probe_max: Duration::from_millis(200),
         unknown_retry: Duration::from_millis(200),
         steps_in_flight: 2,
+        full_scan_every: Duration::from_secs(1),
     }
 }
 

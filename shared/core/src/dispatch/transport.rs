@@ -173,7 +173,9 @@ impl Transport for LocalTransport {
 impl LocalTransport {
     async fn run_one(&self, start: Start<'_>) -> StartResult {
         #[cfg(feature = "testing")]
-        crate::contract::capture::record("local", &serde_json::to_string(start.envelope).unwrap_or_default());
+        crate::contract::capture::record("local", || {
+            serde_json::to_string(start.envelope).unwrap_or_default()
+        });
         let run = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope);
         let Ok(result) = tokio::time::timeout(self.run_timeout, run).await else {
             return Err(StartError::retryable(

@@ -3,6 +3,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 
 use crate::db::sql;
@@ -92,6 +93,9 @@ pub struct Claim {
     pub rows: Vec<Claimed>,
     pub unreadable: Vec<Unreadable>,
     pub buried: Vec<Buried>,
+    /// The oldest `available_at` among the rows taken, as it was before the claim (where the scan
+    /// found its first row); `None` when nothing was taken.
+    pub oldest_due: Option<DateTime<Utc>>,
 }
 
 impl Claim {
@@ -140,11 +144,31 @@ pub async fn claim_with_ceiling(
     claimer: &str,
     max_attempts: i32,
 ) -> Result<Claim, tokio_postgres::Error> {
+    claim_above(client, batch, lease, claimer, max_attempts, None).await
+}
+
+/// Like [`claim_with_ceiling`], taking only rows due at or after `floor` (`None`: every due row).
+/// A floored claim skips older due rows: the dispatcher sets a floor only while a backlog lasts and
+/// scans from the start regularly (dispatch/floor.rs).
+pub async fn claim_above(
+    client: &impl GenericClient,
+    batch: i64,
+    lease: Duration,
+    claimer: &str,
+    max_attempts: i32,
+    floor: Option<DateTime<Utc>>,
+) -> Result<Claim, tokio_postgres::Error> {
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
-    let rows = sql::query(client, claim_sql(), &[&batch, &token, &claimer, &lease_ms, &max_attempts]).await?;
-    let mut claim =
-        Claim { token, rows: Vec::with_capacity(rows.len()), unreadable: Vec::new(), buried: Vec::new() };
+    let rows = sql::query(client, claim_sql(), &[&batch, &token, &claimer, &lease_ms, &max_attempts, &floor])
+        .await?;
+    let mut claim = Claim {
+        token,
+        rows: Vec::with_capacity(rows.len()),
+        unreadable: Vec::new(),
+        buried: Vec::new(),
+        oldest_due: rows.iter().map(|row| row.get::<_, DateTime<Utc>>("previous_available_at")).min(),
+    };
     for row in &rows {
         let attempts: i32 = row.get(0);
         let previous: &str = row.get(1);

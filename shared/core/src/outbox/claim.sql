@@ -9,6 +9,11 @@
 -- not once per row, and whether an enabled webhook endpoint of its workspace subscribes to its type
 -- (the webhook fan-out starts only then).
 --
+-- `$6` (NULL: none) is the claim floor (dispatch/floor.rs): while a backlog lasts, the scan starts
+-- at that `available_at` instead of at the start of `event_outbox_due_idx`, whose oldest entries are
+-- those every claim and mark leave behind until VACUUM removes them. Each row returns its
+-- `available_at` from before this claim, so the dispatcher can place the next floor.
+--
 -- `relaxed`: this statement's transaction commits without waiting for its WAL flush
 -- (synchronous_commit off, for this transaction only). A claim lost in a server crash only returns
 -- its rows to the scan (at-least-once holds, receipts absorb the repeat), while waiting for the flush
@@ -16,9 +21,9 @@
 WITH relaxed AS MATERIALIZED (
     SELECT set_config('synchronous_commit', 'off', true)
 ), due AS (
-    SELECT event_id, status AS previous_status
+    SELECT event_id, status AS previous_status, available_at AS previous_available_at
     FROM event_outbox
-    WHERE {DUE}
+    WHERE {DUE} AND available_at >= coalesce($6::timestamptz, '-infinity')
     ORDER BY available_at
     LIMIT $1
     FOR UPDATE SKIP LOCKED
@@ -50,4 +55,5 @@ RETURNING o.attempts,
           {ENVELOPE_COLUMNS},
           p.listeners AS paused,
           EXISTS (SELECT 1 FROM webhook_endpoints w
-                  WHERE w.workspace_id = e.workspace_id AND {SUBSCRIBED_TO_E}) AS webhooks
+                  WHERE w.workspace_id = e.workspace_id AND {SUBSCRIBED_TO_E}) AS webhooks,
+          due.previous_available_at

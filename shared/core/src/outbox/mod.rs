@@ -53,7 +53,7 @@ mod mark;
 pub mod waiters;
 
 pub use backoff::{Backoff, Jitter};
-pub use claim::{claim, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
+pub use claim::{claim, claim_above, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
 pub use due::{DUE, LIVE, LIVE_STATUSES};
 pub use hold::{HELD_CODE, HOLD_RECHECK};
 pub use mark::{

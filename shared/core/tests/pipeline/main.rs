@@ -1,6 +1,7 @@
 //! The pipeline behind a commit against real PostgreSQL: the dispatcher with the local transport and
 //! the listener workflows it starts.
 
+mod claim_floor;
 mod custody;
 mod delivery_rules;
 mod dispatch_local;

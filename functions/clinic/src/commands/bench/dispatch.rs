@@ -240,8 +240,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
             empty.raw.cpu_text()
         ),
         ratio: empty_ratio_text,
-        target: "≥ 0.8× and ≥ 35,000 events/s".into(),
-        met: Some(empty_ratio >= 0.8 && empty_rate >= 35_000.0),
+        // The absolute target (≥ 32,000 events/s) is the best configuration's: row 2f.
+        target: "≥ 0.8× the raw loop".into(),
+        met: Some(empty_ratio >= 0.8),
     });
     let serial_rate = empty.serial.events_per_second();
     let (serial_ratio, serial_ratio_text) = ratio(serial_rate, empty.raw.events_per_second());
