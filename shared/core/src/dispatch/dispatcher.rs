@@ -34,8 +34,9 @@ pub struct Dispatcher {
     pub(super) outage: Outage,
     /// FIFO groups being started by batches in flight (see [`super::overlap`]).
     pub(super) order: super::overlap::StartOrder,
-    /// Where the next claim starts its scan while a backlog lasts (see [`super::floor`]).
-    floor: super::floor::ClaimFloor,
+    /// Where the next claim starts its scan while a backlog lasts (see [`super::floor`]); never
+    /// used when the transport delivers some listener in order (a FIFO queue).
+    floor: Option<super::floor::ClaimFloor>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -71,6 +72,7 @@ struct Plan {
 impl Dispatcher {
     /// A dispatcher with a fresh id (`dispatcher-<ULID>`); polls only, until [`Dispatcher::with_listen`].
     pub fn new(pool: Pool, transport: Arc<dyn Transport>, config: DispatchConfig) -> Self {
+        let ordered = Listener::ALL.iter().any(|listener| transport.ordered(*listener));
         Self {
             pool,
             transport,
@@ -81,7 +83,7 @@ impl Dispatcher {
             metrics: super::metrics::Recorder::default(),
             outage: Outage::default(),
             order: Default::default(),
-            floor: Default::default(),
+            floor: (!ordered).then(Default::default),
         }
     }
 
@@ -164,13 +166,15 @@ impl Dispatcher {
         let claim_above = |floor| {
             outbox::claim_above(&client, config.batch, config.lease, &self.id, config.max_attempts, floor)
         };
-        let floor = self.floor.next(config.full_scan_every);
+        let floor = self.floor.as_ref().and_then(|floor| floor.next(config.full_scan_every));
         let mut claim = claim_above(floor).await?;
         if floor.is_some() && claim.is_empty() {
             // "Nothing due" must come from a scan of the whole index (it ends a burst).
             claim = claim_above(None).await?;
         }
-        self.floor.claimed(config.batch, claim.len(), claim.oldest_due);
+        if let Some(floor) = &self.floor {
+            floor.claimed(config.batch, claim.len(), claim.oldest_due);
+        }
         for row in &claim.rows {
             let (transition, outcome) = if row.lease_expired {
                 (Transition::LeaseExpired, "reclaimed")

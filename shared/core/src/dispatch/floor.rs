@@ -23,6 +23,9 @@
 //! - At least every [`super::DispatchConfig::full_scan_every`] (1 s) a claim scans from the start
 //!   whatever the floor: a row due before the floor waits at most that long (while a backlog lasts, when every row waits its turn
 //!   anyway).
+//! - No floor when the transport delivers some listener in order (a FIFO queue,
+//!   [`super::Transport::ordered`]): a row due before the floor may be an older event of a resource
+//!   whose newer event is above it, and claims must then take them oldest first.
 //! - The floor only narrows which due rows a claim may take; leases, fencing and ordering are the
 //!   claim statement's as before.
 

@@ -24,7 +24,8 @@
 //!   started in claim order.
 //! - While a backlog lasts, a claim starts its scan at a floor just before the previous claim's
 //!   oldest row instead of at the oldest dead index entries (module `floor`); at least once a second,
-//!   and whenever the previous claim was not full, it scans from the start.
+//!   and whenever the previous claim was not full, it scans from the start (always, when the
+//!   transport delivers some listener in order).
 //!
 //! Wiring (e.g. `clinic dev`): build a [`Dispatcher`] with a [`LocalTransport`] and run
 //! [`Dispatcher::run_until`] in a background task; in Lambda, [`Dispatcher::drain`] for the window.
