@@ -21,19 +21,18 @@
 //!   is repeated from the start at once (the dispatcher's `claim`), so an empty claim still ends a
 //!   burst and idles the drain only when no row at all is due.
 //! - At least every [`super::DispatchConfig::full_scan_every`] (1 s) a claim scans from the start
-//!   whatever the floor: a row due before the floor waits at most that long (while a backlog lasts, when every row waits its turn
-//!   anyway).
+//!   whatever the floor: a row due before the floor waits at most that long, and only while a
+//!   backlog lasts, when every row waits its turn anyway.
 //! - No floor when the transport delivers some listener in order (a FIFO queue,
 //!   [`super::Transport::ordered`]): a row due before the floor may be an older event of a resource
 //!   whose newer event is above it, and claims must then take them oldest first.
-//! - The floor only narrows which due rows a claim may take; leases, fencing and ordering are the
-//!   claim statement's as before.
+//! - The floor only narrows which due rows a claim may take; leases and fencing are the claim
+//!   statement's as before.
 
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use std::time::Instant;
 
 /// How far before the previous claim's oldest row the next claim starts.
 pub const SLACK: Duration = Duration::from_secs(1);
