@@ -82,15 +82,9 @@ async fn a_floored_claim_that_finds_nothing_scans_from_the_start_before_it_repor
     let dispatcher = fx.dispatcher(Arc::new(NoopTransport), floored());
     assert_eq!(step(&dispatcher).await.dispatched, 2, "a full claim: the floor is set");
     // Both remaining rows fall below the floor.
-    fx.db
-        .client()
-        .await
-        .execute(
-            "UPDATE event_outbox SET available_at = now() - interval '1 hour' WHERE status = 'pending'",
-            &[],
-        )
-        .await
-        .unwrap();
+    for (_, event) in &booked {
+        due_an_hour_ago(&fx, event).await;
+    }
     // The floored claim finds nothing above the floor; the same step scans from the start.
     assert_eq!(step(&dispatcher).await.dispatched, 2);
     for (_, event) in &booked {
