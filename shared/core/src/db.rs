@@ -180,6 +180,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_links_without_foreign_keys",
         sql: include_str!("../../../migrations/V14__event_links_without_foreign_keys.sql"),
     },
+    Migration {
+        version: 15,
+        name: "claim_token_only_while_claimed",
+        sql: include_str!("../../../migrations/V15__claim_token_only_while_claimed.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -17,8 +17,8 @@
 //!   looked at; an action that does not fit the row's status is a [`DomainError::Conflict`] (409)
 //!   and writes nothing, not even an audit row.
 //! - A dispatcher never holds the row across an operator action: claims skip locked rows and every
-//!   dispatcher mark is fenced by its claim token and `status = 'claimed'`, a status no action
-//!   accepts. Retried or replayed rows are ordinary `pending` rows for the claim scan.
+//!   dispatcher mark is fenced by its claim token, which a row holds only while `claimed` (V15), a
+//!   status no action accepts. Retried or replayed rows are ordinary `pending` rows for the claim scan.
 //! - Replay never removes listener receipts: a listener that already committed its effects sees a
 //!   duplicate delivery and does nothing, so a replay re-runs only what was not done, and
 //!   notifications keep their unique idempotency key `"{event_id}:{listener}"`.

@@ -118,10 +118,11 @@ const RAW_CLAIM: &str = concat!(
      RETURNING o.event_id"
 );
 
+/// Fenced by the token alone, as the dispatcher's marks are (outbox/mark.rs, V15).
 const RAW_MARK: &str = "UPDATE event_outbox \
      SET status = 'dispatched', dispatched_at = now(), updated_at = now(), claim_token = NULL, \
          claimed_until = NULL \
-     WHERE event_id = ANY($1) AND claim_token = $2 AND status = 'claimed'";
+     WHERE event_id = ANY($1) AND claim_token = $2";
 
 /// One timed drain, with the CPU time its two processes spent (clock ticks of `/proc/<pid>/stat`).
 #[derive(Debug, Clone, Copy, Default)]
