@@ -219,48 +219,33 @@ mod tests {
 
     /// 20,000 dispatched rows and 100 claimed under [`TOKEN`], analysed: the statistics of a busy
     /// outbox, where live `claimed` rows are a sliver of the table.
-    const SEED: &str = "
-        INSERT INTO workspaces (id, name) VALUES ('00000000-0000-0000-0000-000000000001', 'plans');
-        INSERT INTO events (id, workspace_id, type, version, actor_kind, occurred_at, recorded_at,
-                            resource_type, resource_id, resource_version, correlation_id, causation_id)
-        SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000001', 'patient.registered', 1,
-               'system', now(), now(), 'patient', gen_random_uuid(), 1, gen_random_uuid(),
-               gen_random_uuid()
-        FROM generate_series(1, 20100);
-        INSERT INTO event_outbox (event_id, status, attempts, dispatched_at)
-        SELECT id, 'dispatched', 1, now() FROM events;
-        UPDATE event_outbox SET status = 'claimed', claim_token = '00000000-0000-0000-0000-0000000000aa',
-               claimed_until = now() + interval '30 seconds', dispatched_at = NULL
-        WHERE event_id IN (SELECT event_id FROM event_outbox LIMIT 100);
-        ANALYZE event_outbox;
-        ANALYZE events;";
+    fn seed() -> String {
+        format!(
+            "INSERT INTO workspaces (id, name) VALUES ('00000000-0000-0000-0000-000000000001', 'plans');
+             INSERT INTO events (id, workspace_id, type, version, actor_kind, occurred_at, recorded_at,
+                                 resource_type, resource_id, resource_version, correlation_id, causation_id)
+             SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000001', 'patient.registered', 1,
+                    'system', now(), now(), 'patient', gen_random_uuid(), 1, gen_random_uuid(),
+                    gen_random_uuid()
+             FROM generate_series(1, 20100);
+             INSERT INTO event_outbox (event_id, status, attempts, dispatched_at)
+             SELECT id, 'dispatched', 1, now() FROM events;
+             UPDATE event_outbox SET status = 'claimed', claim_token = {TOKEN},
+                    claimed_until = now() + interval '30 seconds', dispatched_at = NULL
+             WHERE event_id IN (SELECT event_id FROM event_outbox LIMIT 100);
+             ANALYZE event_outbox;
+             ANALYZE events;"
+        )
+    }
 
-    /// The plan of `statement` (one of the marks, named by `name`) for a batch of the 100 claimed
-    /// rows, generic (as a prepared statement runs after its fifth execution) or custom.
-    async fn plan(client: &tokio_postgres::Client, name: &str, statement: &str, generic: bool) -> String {
-        let ids: Vec<String> = client
-            .query("SELECT event_id::text FROM event_outbox WHERE status = 'claimed'", &[])
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get(0))
-            .collect();
-        let ids = format!("'{{{}}}'::uuid[]", ids.join(","));
-        let hundred = |value: &str| format!("array_fill({value}, ARRAY[100])");
-        let arguments = match name {
-            "mark_failed" => [
-                TOKEN.to_owned(),
-                ids,
-                hundred("'retry'::text"),
-                hundred("1000::float8"),
-                hundred("'code'::text"),
-                hundred("'message'::text"),
-                hundred("true"),
-            ]
-            .join(", "),
-            "mark_dispatched_awaiting" => format!("{ids}, {TOKEN}, {}", hundred("'notifications'::text")),
-            _ => format!("{ids}, {TOKEN}"),
-        };
+    /// The plan of `statement` run with `arguments` (SQL literals, in parameter order), generic (as
+    /// a prepared statement runs after its fifth execution) or custom.
+    async fn plan(
+        client: &tokio_postgres::Client,
+        statement: &str,
+        arguments: &str,
+        generic: bool,
+    ) -> String {
         let mode = if generic { "force_generic_plan" } else { "force_custom_plan" };
         client.batch_execute(&format!("DEALLOCATE ALL; SET plan_cache_mode = {mode}")).await.unwrap();
         client.batch_execute(&format!("PREPARE mark AS {statement}")).await.unwrap();
@@ -272,7 +257,7 @@ mod tests {
     async fn a_claim_token_on_a_row_that_is_not_claimed_is_refused() {
         let db = clinic_testkit::fresh_db().await;
         let client = db.pool.get().await.unwrap();
-        client.batch_execute(SEED).await.unwrap();
+        client.batch_execute(&seed()).await.unwrap();
         let error = client
             .batch_execute(&format!(
                 "UPDATE event_outbox SET claim_token = {TOKEN} WHERE event_id = \
@@ -295,14 +280,35 @@ mod tests {
     async fn no_mark_reads_its_rows_through_an_index_on_status() {
         let db = clinic_testkit::fresh_db().await;
         let client = db.pool.get().await.unwrap();
-        client.batch_execute(SEED).await.unwrap();
-        for (name, statement) in [
-            ("mark_dispatched", MARK_DISPATCHED),
-            ("mark_dispatched_awaiting", MARK_DISPATCHED_AWAITING),
-            ("mark_failed", MARK_FAILED),
+        client.batch_execute(&seed()).await.unwrap();
+        let ids: Vec<String> = client
+            .query("SELECT event_id::text FROM event_outbox WHERE status = 'claimed'", &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let ids = format!("'{{{}}}'::uuid[]", ids.join(","));
+        let hundred = |value: &str| format!("array_fill({value}, ARRAY[100])");
+        let failures = [
+            hundred("'retry'::text"),
+            hundred("1000::float8"),
+            hundred("'code'::text"),
+            hundred("'message'::text"),
+            hundred("true"),
+        ]
+        .join(", ");
+        for (name, statement, arguments) in [
+            ("mark_dispatched", MARK_DISPATCHED, format!("{ids}, {TOKEN}")),
+            (
+                "mark_dispatched_awaiting",
+                MARK_DISPATCHED_AWAITING,
+                format!("{ids}, {TOKEN}, {}", hundred("'notifications'::text")),
+            ),
+            ("mark_failed", MARK_FAILED, format!("{TOKEN}, {ids}, {failures}")),
         ] {
             for generic in [true, false] {
-                let plan = plan(&client, name, statement, generic).await;
+                let plan = plan(&client, statement, &arguments, generic).await;
                 // A table this small may be read whole; only an index on `status` is wrong.
                 assert!(
                     !plan.contains("event_outbox_status") && !plan.contains("event_outbox_due_idx"),
