@@ -5,8 +5,11 @@
 //! - The dispatcher registers in `outbox_waiters` only after its `LISTEN` is active, then re-scans
 //!   once before waiting, so a commit that saw the registration always wakes it; commits that raced
 //!   the registration are caught by the poll.
-//! - It unregisters as soon as a step finds work and when the loop ends, so busy dispatchers cost
-//!   writers nothing.
+//! - It stays registered while it keeps up (no claim of a burst came back full) and unregisters
+//!   after a burst that met a backlog and when the loop ends, so a dispatcher behind cost writers
+//!   nothing, while one keeping up pays no re-registration per burst and hears every commit at once,
+//!   also those during a burst ([`Dispatcher::burst`]'s `wake`). A burst that ended on an empty claim
+//!   while registered is followed by a wait, not another claim: every later commit notifies.
 //! - While the transport is down (see [`Dispatcher::outage_pause`]) the loop waits for the next probe
 //!   (≤ [`super::DispatchConfig::probe_max`]) instead of claiming again at once.
 //! - Work comes in bursts of overlapped steps (`overlap`): up to `steps_in_flight` batches between
@@ -22,6 +25,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::time::Instant;
 
+use super::overlap::Burst;
 use super::{DispatchError, Dispatcher, DrainReport, StepOutcome};
 use crate::events::store::OUTBOX_CHANNEL;
 use crate::outbox::waiters;
@@ -49,7 +53,9 @@ impl Dispatcher {
     /// One pass: steps (overlapped) until nothing is due, without waiting for more.
     pub async fn drain_once(&self) -> Result<DrainReport, DispatchError> {
         let mut report = DrainReport::default();
-        while let (StepOutcome::Dispatched(totals), steps) = self.burst(None).await? {
+        while let Burst { outcome: StepOutcome::Dispatched(totals), steps, .. } =
+            self.burst(None, None).await?
+        {
             report.add(steps, &totals);
         }
         crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
@@ -74,11 +80,25 @@ impl Dispatcher {
                 None => None,
             };
             let nap = remaining.map_or(self.config.poll_interval, |r| r.min(self.config.poll_interval));
-            match self.burst(deadline).await {
-                Ok((StepOutcome::Dispatched(totals), steps)) => {
+            // Registered, the drain hears commits during the burst too (see `burst`).
+            let wake = match (registered, listening.as_mut()) {
+                (Some(_), Some(listen)) => Some(&mut listen.notifications),
+                _ => None,
+            };
+            match self.burst(deadline, wake).await {
+                Ok(Burst {
+                    outcome: StepOutcome::Dispatched(totals),
+                    steps,
+                    backlog,
+                    exhausted,
+                    wakeups,
+                }) => {
                     report.add(steps, &totals);
+                    report.wakeups += wakeups;
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
-                    if registered.take().is_some() {
+                    // A backlog keeps the drain claiming without wake-ups: stop costing writers a
+                    // NOTIFY each. A drain keeping up stays registered (see the module docs).
+                    if backlog && registered.take().is_some() {
                         self.unregister().await;
                     }
                     // The transport is down: wait for the next probe instead of spinning on it.
@@ -88,10 +108,15 @@ impl Dispatcher {
                             _ = tokio::time::sleep(pause) => {}
                             _ = &mut shutdown => break,
                         }
+                        continue;
                     }
-                    continue;
+                    // Registered throughout a burst that ended on an empty claim: every later
+                    // commit notifies, so wait for one instead of claiming again.
+                    if !(exhausted && registered.is_some()) {
+                        continue;
+                    }
                 }
-                Ok((StepOutcome::Idle, _)) => {
+                Ok(Burst { outcome: StepOutcome::Idle, .. }) => {
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                 }
                 Err(error) => {
@@ -109,7 +134,10 @@ impl Dispatcher {
             {
                 let first = registered.is_none();
                 match self.register().await {
-                    Ok(()) => registered = Some(Instant::now()),
+                    Ok(()) => {
+                        registered = Some(Instant::now());
+                        report.registrations += 1;
+                    }
                     Err(error) => {
                         tracing::warn!(dispatcher = %self.id, error = %error, "could not register as idle")
                     }

@@ -98,8 +98,11 @@ pub struct DrainReport {
     pub steps: usize,
     #[serde(flatten)]
     pub totals: StepReport,
-    /// Wake-ups received on `LISTEN`.
+    /// Wake-ups received on `LISTEN` (while idle, or during a burst that had found nothing more).
     pub wakeups: usize,
+    /// Registrations in `outbox_waiters`: the first, each refresh, and each after a backlog (a
+    /// dispatcher keeping up stays registered).
+    pub registrations: usize,
     /// Steps that failed (database unavailable); the loop backed off and went on.
     pub errors: usize,
 }

@@ -22,8 +22,10 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_postgres::Notification;
 use ulid::Ulid;
 
 use super::{DispatchError, Dispatcher, StepOutcome, StepReport};
@@ -112,12 +114,18 @@ impl Dispatcher {
     /// Steps until a claim finds nothing due (or the deadline passes, or the transport is down) with
     /// up to `steps_in_flight` batches in flight (see the module docs). `Idle` when the first claim
     /// found nothing; otherwise the summed report of every batch.
+    ///
+    /// `wake`: the drain's notifications while it is registered as a waiter. A claim that found
+    /// nothing while earlier batches are still in flight does not end the burst for a commit that
+    /// notifies meanwhile: the burst claims again at once instead of after its last mark.
     pub(super) async fn burst(
         &self,
         deadline: Option<Instant>,
-    ) -> Result<(StepOutcome, usize), DispatchError> {
+        mut wake: Option<&mut UnboundedReceiver<Notification>>,
+    ) -> Result<Burst, DispatchError> {
         let limit = self.config.steps_in_flight.max(1);
         let (mut steps, mut totals) = (0usize, StepReport::default());
+        let (mut backlog, mut wakeups) = (false, 0usize);
         let mut in_flight = FuturesUnordered::new();
         let mut claiming: Option<futures::future::BoxFuture<'_, (Instant, Result<Claim, DispatchError>)>> =
             None;
@@ -147,11 +155,25 @@ impl Dispatcher {
                     match claimed {
                         Ok(claim) if claim.is_empty() => exhausted = true,
                         Ok(claim) => {
+                            backlog |= claim.len() >= self.config.batch as usize;
                             seq += 1;
                             let turn = self.order.enter(seq, self.groups(&claim));
                             in_flight.push(async move { self.finish(&claim, started, Some(turn)).await });
                         }
                         Err(error) => failure = Some(error),
+                    }
+                }
+                woken = async { wake.as_mut().expect("guarded").recv().await },
+                    if exhausted && failure.is_none() && !in_flight.is_empty() && wake.is_some() => {
+                    match woken {
+                        Some(_) => {
+                            wakeups += 1;
+                            // One claim covers every commit notified so far.
+                            while wake.as_mut().is_some_and(|w| w.try_recv().is_ok()) {}
+                            exhausted = false;
+                        }
+                        // The LISTEN connection closed: the drain loop notices and reopens it.
+                        None => wake = None,
                     }
                 }
                 Some(finished) = in_flight.next(), if !in_flight.is_empty() => match finished {
@@ -169,9 +191,21 @@ impl Dispatcher {
         if let Some(error) = failure {
             return Err(error);
         }
-        if steps == 0 {
-            return Ok((StepOutcome::Idle, 0));
-        }
-        Ok((StepOutcome::Dispatched(totals), steps))
+        let outcome = if steps == 0 { StepOutcome::Idle } else { StepOutcome::Dispatched(totals) };
+        Ok(Burst { outcome, steps, backlog, exhausted, wakeups })
     }
+}
+
+/// What one burst did.
+#[derive(Debug)]
+pub(super) struct Burst {
+    /// `Idle` when the first claim found nothing; otherwise every batch's report, summed.
+    pub(super) outcome: StepOutcome,
+    pub(super) steps: usize,
+    /// Some claim came back full (`batch` rows): there is a backlog.
+    pub(super) backlog: bool,
+    /// The burst ended on a claim that found nothing due (not on the deadline, an outage or an error).
+    pub(super) exhausted: bool,
+    /// Notifications that made it claim again.
+    pub(super) wakeups: usize,
 }

@@ -1,10 +1,12 @@
 //! Idle-dispatcher registration (`outbox_waiters`).
 //!
 //! Writers send `NOTIFY clinic_outbox` only while some row exists here (see
-//! [`crate::events::store`]), so a busy pipeline pays nothing for wake-ups. A dispatcher registers
-//! only after its `LISTEN` is active, then re-scans once before waiting, and unregisters as soon as it
-//! finds work. Rows of dispatchers that died while registered are removed by the next registration
-//! once they are older than [`STALE_AFTER_SECS`] (until then they merely cause unneeded NOTIFYs).
+//! [`crate::events::store`]), so a pipeline with a backlog pays nothing for wake-ups. A dispatcher
+//! registers only after its `LISTEN` is active, then re-scans once before waiting; it stays
+//! registered while it keeps up and unregisters when a burst meets a backlog (a full claim) and when
+//! it stops (`dispatch::drain`). Rows of dispatchers that died while registered are removed by the
+//! next registration once they are older than [`STALE_AFTER_SECS`] (until then they merely cause
+//! unneeded NOTIFYs).
 
 use deadpool_postgres::GenericClient;
 

@@ -490,3 +490,127 @@ async fn every_transition_emits_one_lifecycle_fact_with_ids_only() {
     }
     assert!(!logs.contains("Lovelace") && !logs.contains("ada@example.org"));
 }
+
+/// Waits (generously: a busy machine) until `query` counts at least `at_least`.
+async fn wait_count(fx: &Fixture, query: &str, at_least: i64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fx.count(query).await < at_least {
+        assert!(Instant::now() < deadline, "{what}: still fewer than {at_least} after 20 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A drain loop (LISTEN-woken, 30 s poll: only a NOTIFY explains a prompt dispatch) running until
+/// the returned sender fires.
+fn run_listening(
+    fx: &Fixture,
+    transport: Arc<dyn Transport>,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<clinic_core::dispatch::DrainReport>) {
+    let mut config = fast_config();
+    config.poll_interval = Duration::from_secs(30);
+    config.lease = Duration::from_secs(30);
+    config.batch = 2;
+    let dispatcher = fx.dispatcher(transport, config).with_listen(fx.db.url.clone(), None);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        dispatcher
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    (stop, running)
+}
+
+#[tokio::test]
+async fn a_drain_keeping_up_stays_registered_and_is_woken_for_every_commit() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (stop, running) = run_listening(&fx, fx.local());
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    for booking in 1..=3 {
+        fx.book(patient, practitioner, 24 + booking).await;
+        wait_count(&fx, "SELECT count(*) FROM notifications", 2 * booking, "dispatch of a booking").await;
+        assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 1, "still registered");
+    }
+    stop.send(()).unwrap();
+    let report = running.await.unwrap();
+    // With the patient's and the practitioner's creation events.
+    assert_eq!(report.totals.dispatched, 5, "{report:?}");
+    assert!(report.wakeups >= 3, "{report:?}");
+    assert_eq!(report.registrations, 1, "registered once, never re-registered: {report:?}");
+    assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 0, "unregistered on the way out");
+}
+
+#[tokio::test]
+async fn a_drain_that_meets_a_backlog_unregisters_then_registers_again_once_idle() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (stop, running) = run_listening(&fx, fx.local());
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    // Six events in one commit, claimed two at a time: the first claim comes back full.
+    fx.book_many(patient, practitioner, 24, 6).await;
+    wait_count(&fx, "SELECT count(*) FROM notifications", 12, "dispatch of the backlog").await;
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration once idle").await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap();
+    // With the patient's and the practitioner's creation events.
+    assert_eq!(report.totals.dispatched, 8, "{report:?}");
+    assert_eq!(report.registrations, 2, "unregistered after the backlog, registered again: {report:?}");
+}
+
+/// Holds the first start call until released (its batch stays in flight); later calls pass.
+struct HoldFirst {
+    inner: Arc<dyn Transport>,
+    held: std::sync::atomic::AtomicBool,
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait]
+impl Transport for HoldFirst {
+    fn name(&self) -> &'static str {
+        "hold-first"
+    }
+    async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
+        if !self.held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let released = self.release.notified();
+            self.entered.notify_one();
+            released.await;
+        }
+        self.inner.start(starts).await
+    }
+}
+
+#[tokio::test]
+async fn a_commit_during_a_burst_is_claimed_while_an_earlier_batch_is_still_in_flight() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let transport = Arc::new(HoldFirst {
+        inner: fx.local(),
+        held: Default::default(),
+        entered: Default::default(),
+        release: Default::default(),
+    });
+    let (stop, running) = run_listening(&fx, transport.clone());
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    fx.book(patient, practitioner, 24).await;
+    tokio::time::timeout(Duration::from_secs(20), transport.entered.notified())
+        .await
+        .expect("the first booking's batch never started");
+    // The burst's next claim found nothing; this commit's NOTIFY must make it claim again now, not
+    // after the held batch is marked.
+    fx.book(patient, practitioner, 25).await;
+    wait_count(&fx, "SELECT count(*) FROM notifications", 2, "the second booking, while the first is held")
+        .await;
+    transport.release.notify_one();
+    wait_count(&fx, "SELECT count(*) FROM notifications", 4, "the first booking, once released").await;
+    stop.send(()).unwrap();
+    let report = running.await.unwrap();
+    // With the patient's and the practitioner's creation events.
+    assert_eq!(report.totals.dispatched, 4, "{report:?}");
+    assert!(report.wakeups >= 2, "{report:?}");
+}
