@@ -6,7 +6,7 @@
 //!   once before waiting, so a commit that saw the registration always wakes it; commits that raced
 //!   the registration are caught by the poll.
 //! - It stays registered while it keeps up (no claim of a burst came back full) and unregisters
-//!   after a burst that met a backlog and when the loop ends, so a dispatcher behind cost writers
+//!   after a burst that met a backlog and when the loop ends, so a dispatcher behind costs writers
 //!   nothing, while one keeping up pays no re-registration per burst and hears every commit at once,
 //!   also those during a burst ([`Dispatcher::burst`]'s `wake`). A burst that ended on an empty claim
 //!   while registered is followed by a wait, not another claim: every later commit notifies.

@@ -15,6 +15,9 @@
 //!   the broker first. (A failed start is retried later, as without overlap.)
 //! - No claim is issued after the deadline, nor — after the burst's first — while the transport is
 //!   in an outage pause: the drain loop waits for the probe instead.
+//! - An empty claim ends the burst once its batches in flight are marked; until then, a NOTIFY on
+//!   the drain's `LISTEN` (while it is registered) makes it claim again, so a commit made meanwhile
+//!   does not wait for those marks. Each wake-up costs one claim, however many commits it covers.
 //!
 //! [`Transport::ordered`]: super::Transport::ordered
 
