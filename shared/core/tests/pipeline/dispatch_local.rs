@@ -394,12 +394,8 @@ async fn the_drain_loop_wakes_on_notify_and_returns_before_the_window_ends() {
             (report, started.elapsed())
         })
     };
-    // Wait until the dispatcher is registered as idle.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while fx.count("SELECT count(*) FROM outbox_waiters").await == 0 {
-        assert!(Instant::now() < deadline, "dispatcher never registered as idle");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let within = Duration::from_secs(3);
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, within, "registration as idle").await;
     let committed = Instant::now();
     fx.book(patient, practitioner, 24).await;
     while fx.count("SELECT count(*) FROM notifications").await < 2 {
@@ -417,26 +413,12 @@ async fn the_drain_loop_wakes_on_notify_and_returns_before_the_window_ends() {
 #[tokio::test]
 async fn run_until_stops_on_shutdown_and_polls_without_listen() {
     let fx = Fixture::new().await;
-    let dispatcher = Arc::new(fx.dispatcher(fx.local(), fast_config()));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = {
-        let dispatcher = Arc::clone(&dispatcher);
-        tokio::spawn(async move {
-            dispatcher
-                .run_until(async {
-                    let _ = stopped.await;
-                })
-                .await
-        })
-    };
+    let (stop, running) = run_until_stopped(fx.dispatcher(fx.local(), fast_config()));
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
     fx.book(patient, practitioner, 24).await;
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while fx.count("SELECT count(*) FROM notifications").await < 2 {
-        assert!(Instant::now() < deadline, "polling never dispatched");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let within = Duration::from_secs(3);
+    wait_count(&fx, "SELECT count(*) FROM notifications", 2, within, "polling never dispatched").await;
     stop.send(()).unwrap();
     let report = tokio::time::timeout(Duration::from_secs(2), running).await.unwrap().unwrap();
     assert_eq!(report.totals.dispatched, 3);
@@ -491,13 +473,31 @@ async fn every_transition_emits_one_lifecycle_fact_with_ids_only() {
     assert!(!logs.contains("Lovelace") && !logs.contains("ada@example.org"));
 }
 
-/// Waits (generously: a busy machine) until `query` counts at least `at_least`.
-async fn wait_count(fx: &Fixture, query: &str, at_least: i64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+/// Waits until `query` counts at least `at_least`, failing after `within`.
+async fn wait_count(fx: &Fixture, query: &str, at_least: i64, within: Duration, what: &str) {
+    let deadline = Instant::now() + within;
     while fx.count(query).await < at_least {
-        assert!(Instant::now() < deadline, "{what}: still fewer than {at_least} after 20 s");
+        assert!(Instant::now() < deadline, "{what}: still fewer than {at_least} after {within:?}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Generous, for waits on progress that only a busy machine slows down.
+const PROGRESS: Duration = Duration::from_secs(20);
+
+/// Runs `dispatcher`'s drain loop until the returned sender fires.
+fn run_until_stopped(
+    dispatcher: clinic_core::dispatch::Dispatcher,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<clinic_core::dispatch::DrainReport>) {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(async move {
+        dispatcher
+            .run_until(async {
+                let _ = stopped.await;
+            })
+            .await
+    });
+    (stop, running)
 }
 
 /// A drain loop (LISTEN-woken, 30 s poll: only a NOTIFY explains a prompt dispatch) running until
@@ -510,16 +510,7 @@ fn run_listening(
     config.poll_interval = Duration::from_secs(30);
     config.lease = Duration::from_secs(30);
     config.batch = 2;
-    let dispatcher = fx.dispatcher(transport, config).with_listen(fx.db.url.clone(), None);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let running = tokio::spawn(async move {
-        dispatcher
-            .run_until(async {
-                let _ = stopped.await;
-            })
-            .await
-    });
-    (stop, running)
+    run_until_stopped(fx.dispatcher(transport, config).with_listen(fx.db.url.clone(), None))
 }
 
 #[tokio::test]
@@ -528,10 +519,11 @@ async fn a_drain_keeping_up_stays_registered_and_is_woken_for_every_commit() {
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
     let (stop, running) = run_listening(&fx, fx.local());
-    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration").await;
     for booking in 1..=3 {
         fx.book(patient, practitioner, 24 + booking).await;
-        wait_count(&fx, "SELECT count(*) FROM notifications", 2 * booking, "dispatch of a booking").await;
+        wait_count(&fx, "SELECT count(*) FROM notifications", 2 * booking, PROGRESS, "dispatch of a booking")
+            .await;
         assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 1, "still registered");
     }
     stop.send(()).unwrap();
@@ -549,11 +541,11 @@ async fn a_drain_that_meets_a_backlog_unregisters_then_registers_again_once_idle
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
     let (stop, running) = run_listening(&fx, fx.local());
-    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration").await;
     // Six events in one commit, claimed two at a time: the first claim comes back full.
     fx.book_many(patient, practitioner, 24, 6).await;
-    wait_count(&fx, "SELECT count(*) FROM notifications", 12, "dispatch of the backlog").await;
-    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration once idle").await;
+    wait_count(&fx, "SELECT count(*) FROM notifications", 12, PROGRESS, "dispatch of the backlog").await;
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration once idle").await;
     stop.send(()).unwrap();
     let report = running.await.unwrap();
     // With the patient's and the practitioner's creation events.
@@ -596,7 +588,7 @@ async fn a_commit_during_a_burst_is_claimed_while_an_earlier_batch_is_still_in_f
         release: Default::default(),
     });
     let (stop, running) = run_listening(&fx, transport.clone());
-    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, "registration").await;
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration").await;
     fx.book(patient, practitioner, 24).await;
     tokio::time::timeout(Duration::from_secs(20), transport.entered.notified())
         .await
@@ -604,10 +596,17 @@ async fn a_commit_during_a_burst_is_claimed_while_an_earlier_batch_is_still_in_f
     // The burst's next claim found nothing; this commit's NOTIFY must make it claim again now, not
     // after the held batch is marked.
     fx.book(patient, practitioner, 25).await;
-    wait_count(&fx, "SELECT count(*) FROM notifications", 2, "the second booking, while the first is held")
-        .await;
+    wait_count(
+        &fx,
+        "SELECT count(*) FROM notifications",
+        2,
+        PROGRESS,
+        "the second booking, while the first is held",
+    )
+    .await;
     transport.release.notify_one();
-    wait_count(&fx, "SELECT count(*) FROM notifications", 4, "the first booking, once released").await;
+    wait_count(&fx, "SELECT count(*) FROM notifications", 4, PROGRESS, "the first booking, once released")
+        .await;
     stop.send(()).unwrap();
     let report = running.await.unwrap();
     // With the patient's and the practitioner's creation events.
