@@ -304,6 +304,24 @@ pub mod sql {
         let statement = client.prepare_cached(sql).await?;
         client.execute(&statement, params).await
     }
+
+    /// Puts every statement of a pipelined group into the connection's cache (those not yet there
+    /// are prepared together, in one round trip) before the group is sent.
+    ///
+    /// Pipelining: once each statement of a group is cached, the helpers above send their statement
+    /// when first polled, without waiting for anything. A group joined by a join that polls its
+    /// futures in the order written (`futures::future::join*`, not `tokio::join!`, which rotates)
+    /// therefore goes out in one round trip, in that order, and PostgreSQL runs the statements one
+    /// after another in that order, exactly as if each had been awaited before the next. Without this
+    /// step, a statement that had to be prepared first could be overtaken by a later cached one.
+    /// When one statement of a group fails, the later ones fail too (the transaction is aborted), so
+    /// a caller reads the results in order and answers the first failure.
+    pub async fn prepare_group(
+        client: &impl GenericClient,
+        statements: &[&str],
+    ) -> Result<(), tokio_postgres::Error> {
+        futures::future::try_join_all(statements.iter().map(|sql| client.prepare_cached(sql))).await.map(drop)
+    }
 }
 
 /// True for errors worth retrying: a lost connection, a serialization failure or deadlock, or the

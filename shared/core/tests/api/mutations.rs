@@ -189,6 +189,67 @@ async fn rejected_mutations_write_nothing() {
     assert_eq!(totals(&app).await, after_back_to_back, "no rejected request wrote anything");
 }
 
+/// A booking's checks and writes go out in one pipelined group (`appointments::book`): the writes
+/// sent behind a failed check run (or fail) on the server, and the answer is still the check's.
+#[tokio::test]
+async fn a_booking_refused_by_a_check_answers_the_check_and_writes_nothing() {
+    let app = TestApp::new().await;
+    let staff = app.workspace.staff.clone();
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, patient_body()).await;
+    let deleted = app.create_patient(&staff, patient_body()).await;
+    let path = format!("/v1/patients/{}", deleted["id"].as_str().unwrap());
+    assert_eq!(app.call("DELETE", &path, Some(&staff), None).await.status, 204);
+    let other = app.add_workspace().await;
+    let foreign_patient = app.create_patient(&other.staff, patient_body()).await;
+    let foreign_practitioner = app.create_practitioner(&other.staff).await;
+    app.book(&staff, &patient, &practitioner, "2030-03-01T09:00:00Z", "2030-03-01T10:00:00Z").await;
+    let before = (totals(&app).await, app.count("SELECT 1 FROM appointments").await);
+    let unknown = ulid::Ulid::generate().to_string();
+
+    // (patient, practitioner, slot start, the field the answer names): behind each refused check the
+    // appointment's insert fails (unknown row: foreign key; overlap: exclusion) or succeeds (a deleted
+    // or another workspace's row), and the event is appended or refused after it.
+    let cases = [
+        (json!(unknown), practitioner["id"].clone(), "2030-03-02T09:00:00Z", "patientId"),
+        (json!(unknown), practitioner["id"].clone(), "2030-03-01T09:00:00Z", "patientId"),
+        (deleted["id"].clone(), practitioner["id"].clone(), "2030-03-02T09:00:00Z", "patientId"),
+        (foreign_patient["id"].clone(), practitioner["id"].clone(), "2030-03-02T09:00:00Z", "patientId"),
+        (patient["id"].clone(), json!(unknown), "2030-03-02T09:00:00Z", "practitionerId"),
+        (patient["id"].clone(), foreign_practitioner["id"].clone(), "2030-03-02T09:00:00Z", "practitionerId"),
+    ];
+    for (index, (patient_id, practitioner_id, starts_at, field)) in cases.into_iter().enumerate() {
+        let ends_at = starts_at.replace("T09:", "T10:");
+        let body = json!({"patientId": patient_id, "practitionerId": practitioner_id,
+            "startsAt": starts_at, "endsAt": ends_at});
+        let key = format!("refused-{index}");
+        let response = app
+            .call_with("POST", "/v1/appointments", Some(&staff), Some(body), &[("idempotency-key", &key)])
+            .await;
+        assert_eq!(response.status, 422, "case {index}: {}", response.text);
+        assert_eq!(response.body["field"], field, "case {index}: {}", response.text);
+    }
+    let overlapping = json!({"patientId": patient["id"], "practitionerId": practitioner["id"],
+        "startsAt": "2030-03-01T09:30:00Z", "endsAt": "2030-03-01T10:30:00Z"});
+    let response = app
+        .call_with(
+            "POST",
+            "/v1/appointments",
+            Some(&staff),
+            Some(overlapping),
+            &[("idempotency-key", "overlap")],
+        )
+        .await;
+    assert_eq!(response.status, 409, "{}", response.text);
+    assert_eq!(response.body["type"], "urn:clinic:problem:double-booked");
+
+    assert_eq!((totals(&app).await, app.count("SELECT 1 FROM appointments").await), before);
+    assert_eq!(app.count("SELECT 1 FROM idempotency_keys").await, 0, "no refused key is kept");
+    let booked =
+        app.book(&staff, &patient, &practitioner, "2030-03-02T09:00:00Z", "2030-03-02T10:00:00Z").await;
+    assert_eq!(booked["status"], "booked", "the connection is usable after every refusal");
+}
+
 #[tokio::test]
 async fn a_failure_after_the_event_insert_rolls_everything_back() {
     let app = TestApp::new().await;
