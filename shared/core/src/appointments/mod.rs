@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::Ctx;
-use crate::db::{sql, violated_constraint, Tx};
+use crate::db::{violated_constraint, Tx};
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Reason, TimeSlot};
@@ -200,11 +200,20 @@ fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
     }
 }
 
-/// The booking's checks and writes go out as one pipelined group (`sql::prepare_group`): PostgreSQL
-/// runs them in the order below, as if each were awaited before the next, and the results are read
-/// in that order, so a failed check answers as before and the writes sent behind it roll back with
-/// the transaction.
 pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResult<(Appointment, Envelope)> {
+    // FOR SHARE: a concurrent deletion (which locks the patient FOR UPDATE) waits for this booking to
+    // commit, so its listener sees and cancels the appointment; a deletion that committed first makes
+    // this lock find no live patient.
+    if !crate::patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id).await? {
+        return Err(FieldError::new("patientId", "no such patient").into());
+    }
+    let practitioner =
+        crate::practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id).await?;
+    match practitioner {
+        None => return Err(FieldError::new("practitionerId", "no such practitioner").into()),
+        Some(practitioner) if !practitioner.active => return Err(DomainError::PractitionerInactive),
+        Some(_) => {}
+    }
     let now = crate::domain::values::now();
     let appointment = Appointment {
         id: AppointmentId::generate(),
@@ -220,37 +229,10 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
         created_at: now,
         updated_at: now,
     };
-    let event = appointment_event(EventType::AppointmentCreated, &appointment);
-    sql::prepare_group(
-        tx,
-        &[
-            crate::patients::repo::LOCK_SHARED,
-            crate::practitioners::repo::FIND_FOR_SHARE,
-            repo::INSERT,
-            crate::events::store::APPEND_EVENT,
-        ],
-    )
-    .await?;
-    // FOR SHARE: a concurrent deletion (which locks the patient FOR UPDATE) waits for this booking to
-    // commit, so its listener sees and cancels the appointment; a deletion that committed first makes
-    // this lock find no live patient.
-    let (patient_live, practitioner, inserted, appended) = futures::future::join4(
-        crate::patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id),
-        crate::practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id),
-        repo::insert(tx, &appointment),
-        append(tx, &ctx.cause, event),
-    )
-    .await;
-    if !patient_live? {
-        return Err(FieldError::new("patientId", "no such patient").into());
-    }
-    match practitioner? {
-        None => return Err(FieldError::new("practitionerId", "no such practitioner").into()),
-        Some(practitioner) if !practitioner.active => return Err(DomainError::PractitionerInactive),
-        Some(_) => {}
-    }
-    inserted.map_err(map_double_booking)?;
-    Ok((appointment, appended?))
+    repo::insert(tx, &appointment).await.map_err(map_double_booking)?;
+    let event =
+        append(tx, &ctx.cause, appointment_event(EventType::AppointmentCreated, &appointment)).await?;
+    Ok((appointment, event))
 }
 
 /// Locks a booked appointment the caller may change, checking the expected version.

@@ -189,8 +189,9 @@ async fn rejected_mutations_write_nothing() {
     assert_eq!(totals(&app).await, after_back_to_back, "no rejected request wrote anything");
 }
 
-/// A booking's checks and writes go out in one pipelined group (`appointments::book`): the writes
-/// sent behind a failed check run (or fail) on the server, and the answer is still the check's.
+/// Each check of a booking answers for itself, with the field it names, whatever the appointment's
+/// insert would have done (unknown row: foreign key; overlap: exclusion; a deleted or another
+/// workspace's row: accepted), and a refused booking keeps neither rows nor its idempotency key.
 #[tokio::test]
 async fn a_booking_refused_by_a_check_answers_the_check_and_writes_nothing() {
     let app = TestApp::new().await;
@@ -207,9 +208,7 @@ async fn a_booking_refused_by_a_check_answers_the_check_and_writes_nothing() {
     let before = (totals(&app).await, app.count("SELECT 1 FROM appointments").await);
     let unknown = ulid::Ulid::generate().to_string();
 
-    // (patient, practitioner, slot start, the field the answer names): behind each refused check the
-    // appointment's insert fails (unknown row: foreign key; overlap: exclusion) or succeeds (a deleted
-    // or another workspace's row), and the event is appended or refused after it.
+    // (patient, practitioner, slot start, the field the answer names).
     let cases = [
         (json!(unknown), practitioner["id"].clone(), "2030-03-02T09:00:00Z", "patientId"),
         (json!(unknown), practitioner["id"].clone(), "2030-03-01T09:00:00Z", "patientId"),
