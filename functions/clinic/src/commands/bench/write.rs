@@ -2,8 +2,8 @@
 //! loopback) by N keep-alive clients for T seconds, beside the same rows written by raw SQL over
 //! tokio-postgres with the same concurrency and one transaction per booking.
 //!
-//! Runs, in this order so that drift hits baseline and figure alike: raw (one statement per round
-//! trip), raw pipelined (every statement in one round trip), API with no dispatcher waiting (no NOTIFY
+//! Runs, in this order so that drift hits baseline and figure alike: raw (in the API's round trips,
+//! `Shape::AsTheApi`), raw pipelined (every statement in one round trip), API with no dispatcher waiting (no NOTIFY
 //! is paid), API with an idle LISTENing dispatcher registered in `outbox_waiters` (every commit
 //! NOTIFYs: the worst case of the wake-up design), API with a real dispatcher draining beside it
 //! (LISTEN-woken, no-op transport: it registers only while idle), raw again. The baseline is the mean
@@ -170,7 +170,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let fixtures = seed(&owner, PRACTITIONERS, PATIENTS).await?;
     let slots = Arc::new(Slots::new(fixtures.clone()));
 
-    eprintln!("bench: write: raw SQL, one statement per round trip ({clients} clients, {duration:?})");
+    eprintln!("bench: write: raw SQL in the API's round trips ({clients} clients, {duration:?})");
     let raw_first = raw_run(db, &slots, clients, duration, Shape::AsTheApi).await?;
     eprintln!("bench: write: raw SQL, pipelined");
     let mut raw_pipelined = raw_run(db, &slots, clients, duration, Shape::Pipelined).await?;
@@ -220,7 +220,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let peak_rss = server.peak_rss_kib();
     server.stop().await?;
 
-    eprintln!("bench: write: raw SQL, one statement per round trip (again)");
+    eprintln!("bench: write: raw SQL in the API's round trips (again)");
     let raw_second = raw_run(db, &slots, clients, duration, Shape::AsTheApi).await?;
 
     for (name, result) in [
