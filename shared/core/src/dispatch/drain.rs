@@ -2,16 +2,14 @@
 //! interval, until the window ends or shutdown is requested.
 //!
 //! Invariants:
-//! - The dispatcher registers in `outbox_waiters` only while its `LISTEN` is active, when a claim
-//!   came back empty, then re-scans once before waiting ([`Dispatcher::burst`]), so a commit that saw
-//!   the registration always wakes it; commits that raced the registration are caught by the poll.
-//! - A registration wakes it once: the first writer after it takes it away and notifies
-//!   ([`crate::outbox::waiters`]), so writers pay one notifying commit per wake-up, never one per
-//!   commit, and a dispatcher with a backlog (never registered while claims find work) costs them
-//!   nothing. It counts itself unregistered once it has received a notification, registers again at
-//!   the next empty claim, refreshes a registration older than [`REFRESH_REGISTRATION`] while idle,
-//!   and unregisters when the loop ends. A burst that ended on an empty claim while registered is
-//!   followed by a wait, not another claim: the next commit notifies.
+//! - The dispatcher registers in `outbox_waiters` only after its `LISTEN` is active, then re-scans
+//!   once before waiting, so a commit that saw the registration always wakes it; commits that raced
+//!   the registration are caught by the poll.
+//! - It stays registered while it keeps up (no claim of a burst came back full) and unregisters
+//!   after a burst that met a backlog and when the loop ends, so a dispatcher behind costs writers
+//!   nothing, while one keeping up pays no re-registration per burst and hears every commit at once,
+//!   also those during a burst ([`Dispatcher::burst`]'s `wake`). A burst that ended on an empty claim
+//!   while registered is followed by a wait, not another claim: every later commit notifies.
 //! - While the transport is down (see [`Dispatcher::outage_pause`]) the loop waits for the next probe
 //!   (≤ [`super::DispatchConfig::probe_max`]) instead of claiming again at once.
 //! - Work comes in bursts of overlapped steps (`overlap`): up to `steps_in_flight` batches between
@@ -35,22 +33,10 @@ use crate::outbox::waiters;
 /// Re-register this often while idle, so the registration never looks stale.
 const REFRESH_REGISTRATION: Duration = Duration::from_secs(60);
 
-/// The dedicated `LISTEN` connection, its notifications, and whether this dispatcher is registered.
+/// The dedicated `LISTEN` connection and its notifications.
 pub(crate) struct Listening {
     client: tokio_postgres::Client,
-    pub(super) notifications: UnboundedReceiver<tokio_postgres::Notification>,
-    /// When this dispatcher last registered in `outbox_waiters`; `None` before the first and once a
-    /// notification said a writer took the registration.
-    pub(super) armed: Option<Instant>,
-}
-
-impl Listening {
-    /// A notification arrived: a writer took the registration. Every notification already queued
-    /// is covered by the claim that follows.
-    pub(super) fn woken(&mut self) {
-        self.armed = None;
-        while self.notifications.try_recv().is_ok() {}
-    }
+    notifications: UnboundedReceiver<tokio_postgres::Notification>,
 }
 
 impl Dispatcher {
@@ -84,6 +70,7 @@ impl Dispatcher {
         tokio::pin!(shutdown);
         let mut listening = self.listening.lock().await;
         let mut report = DrainReport::default();
+        let mut registered: Option<Instant> = None;
         loop {
             let remaining = match deadline {
                 Some(deadline) => match deadline.checked_duration_since(Instant::now()) {
@@ -93,15 +80,27 @@ impl Dispatcher {
                 None => None,
             };
             let nap = remaining.map_or(self.config.poll_interval, |r| r.min(self.config.poll_interval));
-            let wake = if self.ensure_listening(&mut listening).await { listening.as_mut() } else { None };
+            // Registered, the drain hears commits during the burst too (see `burst`).
+            let wake = match (registered, listening.as_mut()) {
+                (Some(_), Some(listen)) => Some(&mut listen.notifications),
+                _ => None,
+            };
             match self.burst(deadline, wake).await {
-                Ok(Burst { outcome, steps, exhausted, wakeups, registrations }) => {
-                    if let StepOutcome::Dispatched(totals) = outcome {
-                        report.add(steps, &totals);
-                    }
+                Ok(Burst {
+                    outcome: StepOutcome::Dispatched(totals),
+                    steps,
+                    backlog,
+                    exhausted,
+                    wakeups,
+                }) => {
+                    report.add(steps, &totals);
                     report.wakeups += wakeups;
-                    report.registrations += registrations;
                     crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
+                    // A backlog keeps the drain claiming without wake-ups: stop costing writers a
+                    // NOTIFY each. A drain keeping up stays registered (see the module docs).
+                    if backlog && registered.take().is_some() {
+                        self.unregister().await;
+                    }
                     // The transport is down: wait for the next probe instead of spinning on it.
                     if let Some(pause) = self.outage_pause() {
                         let pause = remaining.map_or(pause, |r| r.min(pause));
@@ -111,10 +110,14 @@ impl Dispatcher {
                         }
                         continue;
                     }
-                    // The deadline ended the burst: the loop's top ends the drain.
-                    if !exhausted {
+                    // Registered throughout a burst that ended on an empty claim: every later
+                    // commit notifies, so wait for one instead of claiming again.
+                    if !(exhausted && registered.is_some()) {
                         continue;
                     }
+                }
+                Ok(Burst { outcome: StepOutcome::Idle, .. }) => {
+                    crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                 }
                 Err(error) => {
                     report.errors += 1;
@@ -125,13 +128,22 @@ impl Dispatcher {
                     }
                 }
             }
-            // Nothing due (and registered, when listening): refresh an old registration, then wait
-            // for the next commit's notification or the poll.
-            if let Some(listen) = listening.as_mut() {
-                if listen.armed.is_some_and(|at| at.elapsed() >= REFRESH_REGISTRATION)
-                    && self.arm(listen).await
-                {
-                    report.registrations += 1;
+            // Idle: make sure we will be woken, then re-scan once before waiting.
+            if registered.is_none_or(|at| at.elapsed() >= REFRESH_REGISTRATION)
+                && self.ensure_listening(&mut listening).await
+            {
+                let first = registered.is_none();
+                match self.register().await {
+                    Ok(()) => {
+                        registered = Some(Instant::now());
+                        report.registrations += 1;
+                    }
+                    Err(error) => {
+                        tracing::warn!(dispatcher = %self.id, error = %error, "could not register as idle")
+                    }
+                }
+                if first && registered.is_some() {
+                    continue;
                 }
             }
             let woken = async {
@@ -145,11 +157,12 @@ impl Dispatcher {
                     if received {
                         report.wakeups += 1;
                         if let Some(listen) = listening.as_mut() {
-                            listen.woken();
+                            while listen.notifications.try_recv().is_ok() {}
                         }
                     } else {
                         tracing::warn!(dispatcher = %self.id, "LISTEN connection closed; polling until it is reopened");
                         *listening = None;
+                        registered = None;
                     }
                 }
                 _ = tokio::time::sleep(nap) => {}
@@ -157,7 +170,7 @@ impl Dispatcher {
             }
         }
         crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
-        if listening.as_ref().is_some_and(|listen| listen.armed.is_some()) {
+        if registered.is_some() {
             self.unregister().await;
         }
         report
@@ -186,29 +199,14 @@ impl Dispatcher {
             *listening = None;
             return false;
         }
-        *listening = Some(Listening { client, notifications, armed: None });
+        *listening = Some(Listening { client, notifications });
         true
     }
 
-    /// Registers in `outbox_waiters` (or refreshes the registration): the next writer wakes this
-    /// dispatcher. False when that failed (the drain then relies on the poll until the next try).
-    pub(super) async fn arm(&self, listen: &mut Listening) -> bool {
-        let registered = async {
-            let client = self.pool.get().await?;
-            waiters::register(&client, &self.id).await?;
-            Ok::<(), DispatchError>(())
-        }
-        .await;
-        match registered {
-            Ok(()) => {
-                listen.armed = Some(Instant::now());
-                true
-            }
-            Err(error) => {
-                tracing::warn!(dispatcher = %self.id, error = %error, "could not register as idle");
-                false
-            }
-        }
+    async fn register(&self) -> Result<(), DispatchError> {
+        let client = self.pool.get().await?;
+        waiters::register(&client, &self.id).await?;
+        Ok(())
     }
 
     async fn unregister(&self) {

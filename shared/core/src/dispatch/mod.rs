@@ -100,8 +100,8 @@ pub struct DrainReport {
     pub totals: StepReport,
     /// Wake-ups received on `LISTEN` (while idle, or during a burst that had found nothing more).
     pub wakeups: usize,
-    /// Registrations in `outbox_waiters`: one each time a claim came back empty after a wake-up
-    /// took the last one (a registration wakes once), and each refresh while idle.
+    /// Registrations in `outbox_waiters`: the first, each refresh, and each after a backlog (a
+    /// dispatcher keeping up stays registered).
     pub registrations: usize,
     /// Steps that failed (database unavailable); the loop backed off and went on.
     pub errors: usize,

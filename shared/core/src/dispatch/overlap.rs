@@ -15,13 +15,9 @@
 //!   the broker first. (A failed start is retried later, as without overlap.)
 //! - No claim is issued after the deadline, nor — after the burst's first — while the transport is
 //!   in an outage pause: the drain loop waits for the probe instead.
-//! - An empty claim, while the drain is listening and not registered, registers it in
-//!   `outbox_waiters` and claims once more (the re-scan: see [`crate::outbox::waiters`]); an empty
-//!   claim while registered ends the burst once its batches in flight are marked. Until then, a
-//!   NOTIFY on the drain's `LISTEN` makes it claim again, so a commit made meanwhile does not wait
-//!   for those marks. A notification means a writer took the registration: the next empty claim
-//!   registers again. Each wake-up costs one claim, however many commits it covers, plus one
-//!   registration and one re-scan once nothing is due.
+//! - An empty claim ends the burst once its batches in flight are marked; until then, a NOTIFY on
+//!   the drain's `LISTEN` (while it is registered) makes it claim again, so a commit made meanwhile
+//!   does not wait for those marks. Each wake-up costs one claim, however many commits it covers.
 //!
 //! [`Transport::ordered`]: super::Transport::ordered
 
@@ -29,11 +25,12 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use futures::stream::{FuturesUnordered, StreamExt};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use tokio_postgres::Notification;
 use ulid::Ulid;
 
-use super::drain::Listening;
 use super::{DispatchError, Dispatcher, StepOutcome, StepReport};
 use crate::listeners::Listener;
 use crate::outbox::Claim;
@@ -121,19 +118,17 @@ impl Dispatcher {
     /// up to `steps_in_flight` batches in flight (see the module docs). `Idle` when the first claim
     /// found nothing; otherwise the summed report of every batch.
     ///
-    /// `wake`: the drain's `LISTEN` connection, when it has one. A claim that found nothing
-    /// registers the drain as a waiter (unless it is registered) and claims once more; a claim that
-    /// found nothing while registered and while earlier batches are still in flight does not end
-    /// the burst for a commit that notifies meanwhile: the burst claims again at once instead of
-    /// after its last mark.
+    /// `wake`: the drain's notifications while it is registered as a waiter. A claim that found
+    /// nothing while earlier batches are still in flight does not end the burst for a commit that
+    /// notifies meanwhile: the burst claims again at once instead of after its last mark.
     pub(super) async fn burst(
         &self,
         deadline: Option<Instant>,
-        mut wake: Option<&mut Listening>,
+        mut wake: Option<&mut UnboundedReceiver<Notification>>,
     ) -> Result<Burst, DispatchError> {
         let limit = self.config.steps_in_flight.max(1);
         let (mut steps, mut totals) = (0usize, StepReport::default());
-        let (mut wakeups, mut registrations) = (0usize, 0usize);
+        let (mut backlog, mut wakeups) = (false, 0usize);
         let mut in_flight = FuturesUnordered::new();
         let mut claiming: Option<futures::future::BoxFuture<'_, (Instant, Result<Claim, DispatchError>)>> =
             None;
@@ -161,21 +156,9 @@ impl Dispatcher {
                 (started, claimed) = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
                     claiming = None;
                     match claimed {
-                        Ok(claim) if claim.is_empty() => {
-                            // Not registered: register, then claim once more (from now on a
-                            // commit wakes the drain). Registered: nothing is due.
-                            let unarmed = wake.as_deref_mut().filter(|listen| listen.armed.is_none());
-                            let armed = match unarmed {
-                                Some(listen) => self.arm(listen).await,
-                                None => false,
-                            };
-                            if armed {
-                                registrations += 1;
-                            } else {
-                                exhausted = true;
-                            }
-                        }
+                        Ok(claim) if claim.is_empty() => exhausted = true,
                         Ok(claim) => {
+                            backlog |= claim.len() >= self.config.batch as usize;
                             seq += 1;
                             let turn = self.order.enter(seq, self.groups(&claim));
                             in_flight.push(async move { self.finish(&claim, started, Some(turn)).await });
@@ -183,15 +166,13 @@ impl Dispatcher {
                         Err(error) => failure = Some(error),
                     }
                 }
-                woken = async { wake.as_mut().expect("guarded").notifications.recv().await },
+                woken = async { wake.as_mut().expect("guarded").recv().await },
                     if exhausted && failure.is_none() && !in_flight.is_empty() && wake.is_some() => {
                     match woken {
                         Some(_) => {
                             wakeups += 1;
-                            // A writer took the registration. One claim covers every commit notified so far.
-                            if let Some(listen) = wake.as_deref_mut() {
-                                listen.woken();
-                            }
+                            // One claim covers every commit notified so far.
+                            while wake.as_mut().is_some_and(|w| w.try_recv().is_ok()) {}
                             exhausted = false;
                         }
                         // The LISTEN connection closed: the drain loop notices and reopens it.
@@ -214,7 +195,7 @@ impl Dispatcher {
             return Err(error);
         }
         let outcome = if steps == 0 { StepOutcome::Idle } else { StepOutcome::Dispatched(totals) };
-        Ok(Burst { outcome, steps, exhausted, wakeups, registrations })
+        Ok(Burst { outcome, steps, backlog, exhausted, wakeups })
     }
 }
 
@@ -224,10 +205,10 @@ pub(super) struct Burst {
     /// `Idle` when the first claim found nothing; otherwise every batch's report, summed.
     pub(super) outcome: StepOutcome,
     pub(super) steps: usize,
+    /// Some claim came back full (`batch` rows): there is a backlog.
+    pub(super) backlog: bool,
     /// The burst ended on a claim that found nothing due (not on the deadline, an outage or an error).
     pub(super) exhausted: bool,
     /// Notifications that made it claim again.
     pub(super) wakeups: usize,
-    /// Registrations in `outbox_waiters` it made.
-    pub(super) registrations: usize,
 }

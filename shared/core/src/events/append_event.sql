@@ -1,5 +1,5 @@
 -- One statement, one round trip: event, timeline links, outbox row, and a wake-up only when some
--- dispatcher is idle and listening (see outbox_waiters), which takes its registration away. $15 is the channel, bound from the Rust
+-- dispatcher is idle and listening (see outbox_waiters). $15 is the channel, bound from the Rust
 -- constant `events::store::OUTBOX_CHANNEL` (the one place its name is written).
 WITH event AS (
     INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at,
@@ -14,14 +14,7 @@ WITH event AS (
 ), outbox AS (
     INSERT INTO event_outbox (event_id, workspace_id, available_at, created_at, updated_at)
     SELECT id, $2, recorded_at, recorded_at, recorded_at FROM event
-), woken AS (
-    -- A registration wakes its dispatcher once: the first writer after it takes it away, so only
-    -- that writer's commit notifies (PostgreSQL serialises notifying commits). SKIP LOCKED leaves a
-    -- registration another writer is taking to that writer: writers never wait on one another here.
-    DELETE FROM outbox_waiters
-    WHERE dispatcher_id IN (SELECT dispatcher_id FROM outbox_waiters FOR UPDATE SKIP LOCKED)
-    RETURNING dispatcher_id
 )
 SELECT event.recorded_at,
-       (SELECT count(pg_notify($15, '')) FROM woken) AS wakeups
+       (SELECT count(pg_notify($15, '')) FROM outbox_waiters) AS wakeups
 FROM event

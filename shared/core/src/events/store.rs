@@ -3,12 +3,10 @@
 //! [`append`] writes, on the caller's transaction and in one statement (one round trip): the `events`
 //! row, its `event_resources` timeline links (the primary resource always, plus the extra links the
 //! caller names), its `event_outbox` row, and a `NOTIFY` on [`OUTBOX_CHANNEL`] when — and only when —
-//! it takes away a registration some idle dispatcher left in `outbox_waiters`
-//! ([`crate::outbox::waiters`]). PostgreSQL serialises the commits of notifying transactions (the
-//! notify queue's lock is held through the commit's flush), so only the first commit after each
-//! registration pays for a wake-up, however fast writers commit; an idle dispatcher re-scans after
-//! registering, and polls as a safety net, so no event is left behind by a wake-up that was not
-//! sent (a writer that took the registration and then rolled back gives it back with its rollback).
+//! some dispatcher has registered itself as idle in `outbox_waiters`. PostgreSQL serialises the
+//! commits of notifying transactions, so a busy pipeline (no idle dispatcher) pays nothing for
+//! wake-ups; an idle dispatcher re-scans after registering, and polls as a safety net, so no event is
+//! left behind by a wake-up that was not sent.
 //!
 //! The event commits or rolls back with the resource change, because the caller owns the transaction.
 

@@ -1,21 +1,12 @@
-//! Idle-dispatcher registration (`outbox_waiters`): a one-shot request for a wake-up.
+//! Idle-dispatcher registration (`outbox_waiters`).
 //!
-//! Invariants:
-//! - A writer sends `NOTIFY clinic_outbox` only when its event append takes registrations away
-//!   (`DELETE ... FOR UPDATE SKIP LOCKED`, in the append's one statement: see
-//!   [`crate::events::store`]). So each registration costs one notifying commit, whatever the rate of
-//!   writes: PostgreSQL serialises notifying commits through their WAL flush, and a registration
-//!   that stayed would make every commit pay that.
-//! - A writer never waits on another for a registration (SKIP LOCKED): the one taking it notifies at
-//!   its commit, or gives it back by rolling back. The others' events are found by the dispatcher's
-//!   claims after that wake-up, or by the re-scan that follows its next registration.
-//! - A dispatcher registers only while its `LISTEN` is active, and only after a claim came back
-//!   empty, then claims once more before waiting (the re-scan), so a commit that saw the
-//!   registration always wakes it; commits that raced the registration are caught by that re-scan
-//!   or the poll. It treats its registration as gone once it has received a notification, and
-//!   unregisters when it stops (`dispatch::drain`, `dispatch::overlap`).
-//! - Rows of dispatchers that died while registered are taken by the next writer (one needless
-//!   NOTIFY), or removed by the next registration once older than [`STALE_AFTER_SECS`].
+//! Writers send `NOTIFY clinic_outbox` only while some row exists here (see
+//! [`crate::events::store`]), so a pipeline with a backlog pays nothing for wake-ups. A dispatcher
+//! registers only after its `LISTEN` is active, then re-scans once before waiting; it stays
+//! registered while it keeps up and unregisters when a burst meets a backlog (a full claim) and when
+//! it stops (`dispatch::drain`). Rows of dispatchers that died while registered are removed by the
+//! next registration once they are older than [`STALE_AFTER_SECS`] (until then they merely cause
+//! unneeded NOTIFYs).
 
 use deadpool_postgres::GenericClient;
 
@@ -33,7 +24,7 @@ const REGISTER: &str = "WITH stale AS ( \
 
 const UNREGISTER: &str = "DELETE FROM outbox_waiters WHERE dispatcher_id = $1";
 
-/// Registers (or refreshes) `dispatcher_id` as idle and listening: the next writer wakes it.
+/// Registers (or refreshes) `dispatcher_id` as idle and listening.
 pub async fn register(client: &impl GenericClient, dispatcher_id: &str) -> Result<(), tokio_postgres::Error> {
     sql::execute(client, REGISTER, &[&dispatcher_id, &STALE_AFTER_SECS]).await.map(drop)
 }

@@ -514,56 +514,7 @@ fn run_listening(
 }
 
 #[tokio::test]
-async fn a_registration_wakes_once_only_the_first_commit_after_it_notifies() {
-    let fx = Fixture::new().await;
-    let patient = fx.create_patient().await;
-    let practitioner = fx.create_practitioner().await;
-    let (sender, mut notifications) = tokio::sync::mpsc::unbounded_channel();
-    let listener = clinic_core::db::connect_single(&fx.db.url, None, Some(sender)).await.unwrap();
-    listener.batch_execute(&format!("LISTEN {}", clinic_core::events::store::OUTBOX_CHANNEL)).await.unwrap();
-    let waiters = "SELECT count(*) FROM outbox_waiters";
-    outbox::waiters::register(&fx.db.pool.get().await.unwrap(), "dispatcher-a").await.unwrap();
-    fx.book(patient, practitioner, 24).await;
-    assert_eq!(fx.count(waiters).await, 0, "the first commit took the registration");
-    fx.book(patient, practitioner, 25).await;
-    outbox::waiters::register(&fx.db.pool.get().await.unwrap(), "dispatcher-a").await.unwrap();
-    fx.book(patient, practitioner, 26).await;
-    assert_eq!(fx.count(waiters).await, 0, "the third commit took the second registration");
-    // Notifications arrive in commit order: two, the first and the third booking's, then none
-    // queued behind the third.
-    for booking in [24, 26] {
-        tokio::time::timeout(PROGRESS, notifications.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no notification for booking {booking}"))
-            .expect("LISTEN connection open");
-    }
-    assert!(notifications.try_recv().is_err(), "the second booking, with no registration, notified");
-    // A writer that took a registration and rolled back gives it back.
-    outbox::waiters::register(&fx.db.pool.get().await.unwrap(), "dispatcher-a").await.unwrap();
-    let mut client = fx.db.pool.get().await.unwrap();
-    let tx = client.transaction().await.unwrap();
-    tx.query_one(
-        "DELETE FROM outbox_waiters WHERE dispatcher_id IN \
-         (SELECT dispatcher_id FROM outbox_waiters FOR UPDATE SKIP LOCKED) RETURNING 1",
-        &[],
-    )
-    .await
-    .unwrap();
-    // Meanwhile another writer skips the registration being taken, without waiting on it.
-    tokio::time::timeout(PROGRESS, fx.book(patient, practitioner, 27)).await.expect("a writer waited");
-    tx.rollback().await.unwrap();
-    assert_eq!(fx.count(waiters).await, 1, "given back by the rollback");
-    fx.book(patient, practitioner, 28).await;
-    assert_eq!(fx.count(waiters).await, 0, "taken by the next commit");
-    tokio::time::timeout(PROGRESS, notifications.recv())
-        .await
-        .expect("no notification for booking 28")
-        .expect("LISTEN connection open");
-    assert!(notifications.try_recv().is_err(), "booking 27, which skipped the registration, notified");
-}
-
-#[tokio::test]
-async fn a_drain_is_woken_by_each_commit_after_it_registered_and_registers_again_once_idle() {
+async fn a_drain_keeping_up_stays_registered_and_is_woken_for_every_commit() {
     let fx = Fixture::new().await;
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
@@ -573,19 +524,19 @@ async fn a_drain_is_woken_by_each_commit_after_it_registered_and_registers_again
         fx.book(patient, practitioner, 24 + booking).await;
         wait_count(&fx, "SELECT count(*) FROM notifications", 2 * booking, PROGRESS, "dispatch of a booking")
             .await;
-        wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registered again").await;
+        assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 1, "still registered");
     }
     stop.send(()).unwrap();
     let report = running.await.unwrap();
     // With the patient's and the practitioner's creation events.
     assert_eq!(report.totals.dispatched, 5, "{report:?}");
     assert!(report.wakeups >= 3, "{report:?}");
-    assert!(report.registrations >= 4, "the first, and one after each wake-up: {report:?}");
+    assert_eq!(report.registrations, 1, "registered once, never re-registered: {report:?}");
     assert_eq!(fx.count("SELECT count(*) FROM outbox_waiters").await, 0, "unregistered on the way out");
 }
 
 #[tokio::test]
-async fn a_drain_that_meets_a_backlog_is_woken_once_and_registers_again_once_idle() {
+async fn a_drain_that_meets_a_backlog_unregisters_then_registers_again_once_idle() {
     let fx = Fixture::new().await;
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
@@ -599,8 +550,7 @@ async fn a_drain_that_meets_a_backlog_is_woken_once_and_registers_again_once_idl
     let report = running.await.unwrap();
     // With the patient's and the practitioner's creation events.
     assert_eq!(report.totals.dispatched, 8, "{report:?}");
-    assert_eq!(report.wakeups, 1, "one commit, one wake-up: {report:?}");
-    assert_eq!(report.registrations, 2, "taken by the commit, registered again once idle: {report:?}");
+    assert_eq!(report.registrations, 2, "unregistered after the backlog, registered again: {report:?}");
 }
 
 /// Holds the first start call until released (its batch stays in flight); later calls pass.
@@ -643,9 +593,6 @@ async fn a_commit_during_a_burst_is_claimed_while_an_earlier_batch_is_still_in_f
     tokio::time::timeout(Duration::from_secs(20), transport.entered.notified())
         .await
         .expect("the first booking's batch never started");
-    // The first booking took the registration; the burst registers again at its next empty claim.
-    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration during the burst")
-        .await;
     // The burst's next claim found nothing; this commit's NOTIFY must make it claim again now, not
     // after the held batch is marked.
     fx.book(patient, practitioner, 25).await;
