@@ -15,6 +15,11 @@ pub struct Row {
     pub met: Option<bool>,
 }
 
+/// Where the bench's sessions reach the server, as the server sees it: `host:port` over TCP, or the
+/// Unix socket (whose sessions have no server address), so a run over either says which it was.
+const SERVER_ADDRESS: &str = "SELECT coalesce(host(inet_server_addr()) || ':' || inet_server_port(), \
+     'a Unix socket, port ' || current_setting('port'))";
+
 #[derive(Debug)]
 pub struct Report {
     machine: Vec<(String, String)>,
@@ -42,6 +47,11 @@ impl Report {
         let naptime = setting("autovacuum_naptime").await;
         let sync = setting("synchronous_commit").await;
         let shared_buffers = setting("shared_buffers").await;
+        let server = client
+            .query_one(SERVER_ADDRESS, &[])
+            .await
+            .map(|row| row.get::<_, String>(0))
+            .unwrap_or_else(|_| "?".into());
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
@@ -64,7 +74,7 @@ impl Report {
             ("CPUs (nproc)".into(), cpus.to_string()),
             ("CPU model".into(), cpu_model),
             ("memory".into(), memory),
-            ("PostgreSQL".into(), format!("{version} on 127.0.0.1 (shared_buffers {shared_buffers}, synchronous_commit {sync}, autovacuum {autovacuum}, naptime {naptime})")),
+            ("PostgreSQL".into(), format!("{version} on {server} (shared_buffers {shared_buffers}, synchronous_commit {sync}, autovacuum {autovacuum}, naptime {naptime})")),
             ("build".into(), if cfg!(debug_assertions) { "debug".into() } else { "release".into() }),
         ];
         Ok(Self { machine, rows: Vec::new(), notes: Vec::new(), smoke })
@@ -154,5 +164,19 @@ mod tests {
         assert_eq!(thousands(999.4), "999");
         assert_eq!(thousands(1234.0), "1,234");
         assert_eq!(thousands(1234567.0), "1,234,567");
+    }
+
+    #[tokio::test]
+    async fn the_header_names_the_address_the_sessions_reach_the_server_at() {
+        let admin_url = clinic_testkit::admin_url();
+        let config: tokio_postgres::Config = admin_url.parse().expect("the test server's URL parses");
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        let report = Report::new(&admin_url, true).await.expect("the test server answers");
+        let (_, server) =
+            report.machine.iter().find(|(key, _)| key == "PostgreSQL").expect("a PostgreSQL line");
+        let over_tcp = server.contains(&format!(":{port} ("));
+        let over_socket = server.contains(&format!("on a Unix socket, port {port} ("));
+        assert!(over_tcp || over_socket, "{server}");
+        assert!(!server.contains(" on ? "), "{server}");
     }
 }
