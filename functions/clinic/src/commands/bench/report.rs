@@ -32,26 +32,24 @@ impl Report {
     /// Describes the machine and the PostgreSQL server behind `admin_url`.
     pub async fn new(admin_url: &str, smoke: bool) -> anyhow::Result<Self> {
         let client = super::db::connect(admin_url).await?;
-        let setting = |name: &'static str| {
+        // One text answer of the server, or `?` when it does not give one.
+        let answer = |sql: String| {
             let client = &client;
             async move {
                 client
-                    .query_one(&format!("SHOW {name}"), &[])
+                    .query_one(&sql, &[])
                     .await
                     .map(|row| row.get::<_, String>(0))
                     .unwrap_or_else(|_| "?".into())
             }
         };
+        let setting = |name: &'static str| answer(format!("SHOW {name}"));
         let version = setting("server_version").await;
         let autovacuum = setting("autovacuum").await;
         let naptime = setting("autovacuum_naptime").await;
         let sync = setting("synchronous_commit").await;
         let shared_buffers = setting("shared_buffers").await;
-        let server = client
-            .query_one(SERVER_ADDRESS, &[])
-            .await
-            .map(|row| row.get::<_, String>(0))
-            .unwrap_or_else(|_| "?".into());
+        let server = answer(SERVER_ADDRESS.to_owned()).await;
         let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
