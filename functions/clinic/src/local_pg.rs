@@ -313,13 +313,17 @@ fn local_url(port: u16) -> String {
     format!("postgres://postgres@127.0.0.1:{port}/postgres")
 }
 
+/// The dev cluster's server options. Beside PostgreSQL's defaults it records commit timestamps
+/// (`track_commit_timestamp`), so `pg_xact_commit_timestamp` can say when a transaction committed:
+/// `clinic bench latency` stops its clock at a listener's commit with it.
 fn server_options(port: u16, socket_dir: &Path, durability: Durability) -> String {
     let fast = match durability {
         Durability::Durable => "",
         Durability::Ephemeral => " -c fsync=off -c synchronous_commit=off -c full_page_writes=off",
     };
     format!(
-        "-c listen_addresses=127.0.0.1 -p {port}{fast} -c max_connections=200 -c unix_socket_directories={}",
+        "-c listen_addresses=127.0.0.1 -p {port}{fast} -c max_connections=200 -c track_commit_timestamp=on \
+         -c unix_socket_directories={}",
         socket_dir.display()
     )
 }
@@ -368,6 +372,7 @@ mod tests {
         assert_eq!(parse_major("pg_ctl (PostgreSQL) 15.14 (Debian 15.14-0+deb12u1)\n"), Some(15));
         assert_eq!(parse_major("pg_ctl (PostgreSQL) 17beta1\n"), Some(17));
         assert!(options.contains("listen_addresses=127.0.0.1"));
+        assert!(options.contains("track_commit_timestamp=on") && fast.contains("track_commit_timestamp=on"));
         assert!(options.contains("unix_socket_directories=/repo/.local/pgdata"));
     }
 
