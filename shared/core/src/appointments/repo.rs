@@ -3,18 +3,24 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
+use ulid::Ulid;
 
 use super::{Access, Appointment, AppointmentStatus};
 use crate::db::sql;
 use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 
-/// The head of every read: the columns [`from_row`] reads. A macro, so each statement below is one
-/// compile-time literal (`concat!`), not text built at run time.
+/// The columns [`from_row`] reads, and the head of every read. Macros, so each statement below is
+/// one compile-time literal (`concat!`), not text built at run time.
+macro_rules! columns {
+    () => {
+        "id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
+         status, reason, cancellation_reason, version, created_at, updated_at"
+    };
+}
+
 macro_rules! select {
     () => {
-        "SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-         status, reason, cancellation_reason, version, created_at, updated_at \
-         FROM appointments"
+        concat!("SELECT ", columns!(), " FROM appointments")
     };
 }
 
@@ -72,6 +78,42 @@ pub async fn find(
     id: AppointmentId,
 ) -> Result<Option<Appointment>, tokio_postgres::Error> {
     Ok(sql::query_opt(client, FIND, &[&workspace_id, &id]).await?.as_ref().map(from_row))
+}
+
+/// What a notice about an appointment needs to know of its parties besides the appointment (see
+/// [`find_with_parties`]). No personal field of either is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parties {
+    /// The patient is not deleted (a deleted patient is not contacted any more).
+    pub patient_live: bool,
+    /// The staff member behind the practitioner, if one is linked.
+    pub practitioner_member: Option<Ulid>,
+}
+
+const FIND_WITH_PARTIES: &str = concat!(
+    "SELECT ",
+    columns!(),
+    ", EXISTS (SELECT 1 FROM patients p WHERE p.workspace_id = a.workspace_id AND p.id = a.patient_id \
+         AND p.deleted_at IS NULL) AS patient_live, \
+     (SELECT r.member_id FROM practitioners r WHERE r.workspace_id = a.workspace_id \
+         AND r.id = a.practitioner_id) AS practitioner_member \
+     FROM appointments a WHERE a.workspace_id = $1 AND a.id = $2"
+);
+
+/// The appointment and what a notice about it needs of its parties, in one statement (a listener's
+/// reload: one round trip, sent together with the listener's receipt).
+pub async fn find_with_parties(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    id: AppointmentId,
+) -> Result<Option<(Appointment, Parties)>, tokio_postgres::Error> {
+    let row = sql::query_opt(client, FIND_WITH_PARTIES, &[&workspace_id, &id]).await?;
+    Ok(row.map(|row| {
+        let member: Option<uuid::Uuid> = row.get("practitioner_member");
+        let parties =
+            Parties { patient_live: row.get("patient_live"), practitioner_member: member.map(Ulid::from) };
+        (from_row(&row), parties)
+    }))
 }
 
 const LOCK: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2 FOR UPDATE");

@@ -30,7 +30,7 @@ use super::{ClaimedDelivery, DeliveryConfig, RecipientKind};
 use crate::db::sql;
 use crate::disclosures::{self, Purpose};
 use crate::events::Actor;
-use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
+use crate::ids::{AppointmentId, PatientId, PractitionerId};
 use crate::{appointments, events, patients, practitioners, workspaces};
 
 /// One template: the email subject, the SMS text and the email body, with `{placeholders}`.
@@ -111,19 +111,7 @@ pub const RENDER_PURPOSE_PREFIX: &str = "render:";
 const PATIENT_OPT_OUT: &str =
     "SELECT notifications_opt_out FROM patients WHERE workspace_id = $1 AND id = $2";
 const PRACTITIONER_CONTACT: &str =
-    "SELECT email, phone, member_id FROM practitioners WHERE workspace_id = $1 AND id = $2";
-
-/// True when `member` is the staff member behind `practitioner` (their own change).
-pub async fn is_member(
-    client: &impl GenericClient,
-    workspace_id: WorkspaceId,
-    practitioner: PractitionerId,
-    member: ulid::Ulid,
-) -> Result<bool, tokio_postgres::Error> {
-    let row = sql::query_opt(client, PRACTITIONER_CONTACT, &[&workspace_id, &practitioner]).await?;
-    let member_id: Option<uuid::Uuid> = row.and_then(|row| row.get(2));
-    Ok(member_id == Some(uuid::Uuid::from(member)))
-}
+    "SELECT email, phone FROM practitioners WHERE workspace_id = $1 AND id = $2";
 
 struct Contact {
     name: String,

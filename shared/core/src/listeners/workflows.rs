@@ -1,10 +1,17 @@
 //! The listener workflows themselves: check and receipt first, reload, stale check, effect, commit.
+//!
+//! Round trips: a notice about an appointment (every notification listener) takes four — BEGIN;
+//! the check with its receipt and the reload of the appointment with its parties, sent together;
+//! the disclosure and the notification, sent together; COMMIT. The reload reads by the ids the
+//! message claims, before the check has found them genuine, and is used only after it has: a
+//! rejected or duplicate delivery rolls back and its reload is dropped unread.
 
 use deadpool_postgres::Pool;
 
 use super::notify::{DeliveryLog, NewNotification, Notified, Notifier, RecipientKind};
 use super::pointer::{self, Checked, Delivery, Rejected};
 use super::{Listener, ListenerError, ListenerOutcome};
+use crate::appointments::repo::Parties;
 use crate::appointments::{self, Appointment, AppointmentStatus};
 use crate::context::Ctx;
 use crate::db::Tx;
@@ -41,7 +48,16 @@ pub async fn deliver(
 ) -> Result<ListenerOutcome, ListenerError> {
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    let stored = match pointer::check_and_receipt(&tx, delivery).await {
+    let work = Work::of(delivery.listener, delivery.envelope.event_type);
+    // In order, in one round trip: the check (and receipt), then a notice's reload.
+    let (checked, reloaded) = futures::future::join(pointer::check_and_receipt(&tx, delivery), async {
+        match work {
+            Work::Notice(_) => reload(&tx, delivery.envelope).await,
+            Work::CancelFutureAppointments | Work::WebhookFanOut => Ok(None),
+        }
+    })
+    .await;
+    let stored = match checked {
         Ok(Checked::Fresh(stored)) => *stored,
         Ok(Checked::Duplicate) => {
             tx.rollback().await?;
@@ -59,35 +75,71 @@ pub async fn deliver(
         }
         Err(Rejected::Error(error)) => return Err(error),
     };
-    let outcome = work(&tx, notifier, delivery.listener, &stored).await?;
+    let outcome = match work {
+        Work::Notice(notice) => {
+            notify_about_appointment(&tx, notifier, delivery.listener, &stored, notice, reloaded?).await?
+        }
+        Work::CancelFutureAppointments => cancel_future_appointments(&tx, &stored).await?,
+        Work::WebhookFanOut => {
+            let created = crate::webhooks::fanout::fan_out(&tx, &stored).await?;
+            ListenerOutcome::Applied { effects: created as usize }
+        }
+    };
     tx.commit().await?;
     Ok(outcome)
 }
 
-async fn work(
-    tx: &Tx<'_>,
-    notifier: &dyn Notifier,
-    listener: Listener,
-    env: &Envelope,
-) -> Result<ListenerOutcome, ListenerError> {
-    use Freshness::{Any, Current, StillBooked};
-    use Recipient::{Patient, Practitioner};
-    let (recipient, freshness, template) = match listener {
-        Listener::CancelFutureAppointments => return cancel_future_appointments(tx, env).await,
-        Listener::WebhookFanOut => {
-            let created = crate::webhooks::fanout::fan_out(tx, env).await?;
-            return Ok(ListenerOutcome::Applied { effects: created as usize });
-        }
-        Listener::PatientBookingConfirmation => (Patient, Current, "appointment.booking_confirmation"),
-        Listener::PatientRescheduleNotice => (Patient, Current, "appointment.reschedule_notice"),
-        Listener::PatientReminder => (Patient, Current, "appointment.reminder"),
-        Listener::PatientCancellationNotice => (Patient, Any, "appointment.cancellation_notice"),
-        Listener::PractitionerScheduleChange => match env.event_type {
-            EventType::AppointmentCancelled => (Practitioner, Any, "appointment.schedule_change.cancelled"),
-            _ => (Practitioner, StillBooked, "appointment.schedule_change.booked"),
-        },
-    };
-    notify_about_appointment(tx, notifier, listener, env, recipient, freshness, template).await
+/// What a listener does.
+#[derive(Debug, Clone, Copy)]
+enum Work {
+    /// Sends a notice about the event's appointment.
+    Notice(Notice),
+    /// `patient.deleted`: cancels the patient's future appointments.
+    CancelFutureAppointments,
+    /// Creates one webhook delivery per subscribed endpoint.
+    WebhookFanOut,
+}
+
+/// What a notification listener sends about an appointment: to whom, when it is still worth
+/// sending, and which template.
+#[derive(Debug, Clone, Copy)]
+struct Notice {
+    recipient: Recipient,
+    freshness: Freshness,
+    template: &'static str,
+}
+
+impl Work {
+    /// What `listener` does for an event of `event_type`.
+    fn of(listener: Listener, event_type: EventType) -> Work {
+        use Freshness::{Any, Current, StillBooked};
+        use Recipient::{Patient, Practitioner};
+        let (recipient, freshness, template) = match listener {
+            Listener::CancelFutureAppointments => return Work::CancelFutureAppointments,
+            Listener::WebhookFanOut => return Work::WebhookFanOut,
+            Listener::PatientBookingConfirmation => (Patient, Current, "appointment.booking_confirmation"),
+            Listener::PatientRescheduleNotice => (Patient, Current, "appointment.reschedule_notice"),
+            Listener::PatientReminder => (Patient, Current, "appointment.reminder"),
+            Listener::PatientCancellationNotice => (Patient, Any, "appointment.cancellation_notice"),
+            Listener::PractitionerScheduleChange => match event_type {
+                EventType::AppointmentCancelled => {
+                    (Practitioner, Any, "appointment.schedule_change.cancelled")
+                }
+                _ => (Practitioner, StillBooked, "appointment.schedule_change.booked"),
+            },
+        };
+        Work::Notice(Notice { recipient, freshness, template })
+    }
+}
+
+/// A notice's reload: the appointment the message points at, with what the notice needs of its
+/// parties (`None` when the message is not about an appointment, or it is gone).
+async fn reload(tx: &Tx<'_>, claim: &Envelope) -> Result<Option<(Appointment, Parties)>, ListenerError> {
+    if claim.resource_type != ResourceType::Appointment {
+        return Ok(None);
+    }
+    let id = AppointmentId::from_ulid(claim.resource_id);
+    Ok(appointments::repo::find_with_parties(tx, claim.workspace_id, id).await?)
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,16 +160,32 @@ enum Freshness {
     Any,
 }
 
-fn stale_reason(appointment: &Appointment, env: &Envelope, freshness: Freshness) -> Option<&'static str> {
+/// Why the current state makes `notice` stale, if it does.
+fn stale_reason(
+    appointment: &Appointment,
+    parties: Parties,
+    env: &Envelope,
+    notice: Notice,
+) -> Option<&'static str> {
     let booked = appointment.status == AppointmentStatus::Booked;
-    match freshness {
+    let stale = match notice.freshness {
         Freshness::Any => None,
         Freshness::StillBooked if !booked => Some("appointment_not_booked"),
         Freshness::StillBooked => None,
         Freshness::Current if !booked => Some("appointment_not_booked"),
         Freshness::Current if appointment.version > env.resource_version => Some("appointment_changed"),
         Freshness::Current => None,
-    }
+    };
+    stale.or(match notice.recipient {
+        // A deleted patient is not contacted any more.
+        Recipient::Patient if !parties.patient_live => Some("patient_deleted"),
+        // A staff member is never notified of their own change.
+        Recipient::Practitioner => match env.actor {
+            Actor::Member { id } if parties.practitioner_member == Some(id) => Some("own_change"),
+            _ => None,
+        },
+        Recipient::Patient => None,
+    })
 }
 
 fn expect_resource(env: &Envelope, expected: ResourceType) -> Result<(), ListenerError> {
@@ -131,54 +199,45 @@ fn expect_resource(env: &Envelope, expected: ResourceType) -> Result<(), Listene
     }
 }
 
+/// Sends `notice` about the appointment `reloaded` (read with the check, by the ids the message
+/// claimed, which the check has since found equal to the stored event's): records the disclosure of
+/// the reload, and the notification unless the current state has made it stale, both in one round
+/// trip.
 async fn notify_about_appointment(
     tx: &Tx<'_>,
     notifier: &dyn Notifier,
     listener: Listener,
     env: &Envelope,
-    recipient: Recipient,
-    freshness: Freshness,
-    template: &'static str,
+    notice: Notice,
+    reloaded: Option<(Appointment, Parties)>,
 ) -> Result<ListenerOutcome, ListenerError> {
     expect_resource(env, ResourceType::Appointment)?;
-    let id = AppointmentId::from_ulid(env.resource_id);
-    let Some(appointment) = appointments::repo::find(tx, env.workspace_id, id).await? else {
+    let Some((appointment, parties)) = reloaded else {
         return Ok(ListenerOutcome::Stale { reason: "appointment_missing" });
     };
-    // The reload carries the appointment's reason (and, for patients, the patient's fields).
+    // The reload carries the appointment's reason: recorded whether or not the notice is sent.
     let purpose = Purpose { name: listener.as_str(), event_id: Some(env.id) };
-    disclosures::record(tx, env.workspace_id, &Actor::System, &[appointment.patient_id], purpose).await?;
-    if let Some(reason) = stale_reason(&appointment, env, freshness) {
+    let patients = [appointment.patient_id];
+    let disclosed = disclosures::record(tx, env.workspace_id, &Actor::System, &patients, purpose);
+    let (recipient_kind, recipient_id) = match notice.recipient {
+        Recipient::Patient => (RecipientKind::Patient, appointment.patient_id.ulid()),
+        Recipient::Practitioner => (RecipientKind::Practitioner, appointment.practitioner_id.ulid()),
+    };
+    if let Some(reason) = stale_reason(&appointment, parties, env, notice) {
+        disclosed.await?;
         return Ok(ListenerOutcome::Stale { reason });
     }
-    let (recipient_kind, recipient_id) = match recipient {
-        Recipient::Patient => {
-            // A deleted patient is not contacted any more.
-            if crate::patients::repo::find(tx, env.workspace_id, appointment.patient_id).await?.is_none() {
-                return Ok(ListenerOutcome::Stale { reason: "patient_deleted" });
-            }
-            (RecipientKind::Patient, appointment.patient_id.ulid())
-        }
-        Recipient::Practitioner => {
-            // A staff member is never notified of their own change.
-            if let Actor::Member { id: member } = env.actor {
-                let practitioner = appointment.practitioner_id;
-                if crate::delivery::render::is_member(tx, env.workspace_id, practitioner, member).await? {
-                    return Ok(ListenerOutcome::Stale { reason: "own_change" });
-                }
-            }
-            (RecipientKind::Practitioner, appointment.practitioner_id.ulid())
-        }
-    };
     let notification = NewNotification {
         workspace_id: env.workspace_id,
         event_id: env.id,
         listener,
         recipient_kind,
         recipient_id,
-        template,
+        template: notice.template,
     };
-    Ok(match notifier.notify(tx, &notification).await? {
+    let (disclosed, notified) = futures::future::join(disclosed, notifier.notify(tx, &notification)).await;
+    disclosed?;
+    Ok(match notified? {
         Notified::Recorded(_) => ListenerOutcome::Applied { effects: 1 },
         Notified::AlreadySent => ListenerOutcome::AlreadySent,
     })

@@ -136,6 +136,49 @@ async fn stale_work_is_skipped_but_still_receipted() {
 }
 
 #[tokio::test]
+async fn a_deleted_patient_is_not_contacted_and_every_reload_is_accounted() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (_, created) = fx.book(patient, practitioner, 24).await;
+    // Deleted before any listener of the booking ran (its appointment is still booked: the
+    // cancellation is the deletion's own listener's work).
+    fx.delete_patient(patient).await;
+    let pool = &fx.db.pool;
+    assert_eq!(
+        listeners::run(pool, Listener::PatientBookingConfirmation, &created).await.unwrap(),
+        ListenerOutcome::Stale { reason: "patient_deleted" }
+    );
+    assert_eq!(
+        listeners::run(pool, Listener::PractitionerScheduleChange, &created).await.unwrap(),
+        ListenerOutcome::Applied { effects: 1 }
+    );
+    assert_eq!(
+        listeners::run(pool, Listener::PatientBookingConfirmation, &created).await.unwrap(),
+        ListenerOutcome::Duplicate
+    );
+    let client = fx.db.client().await;
+    let sent: Vec<String> = client
+        .query("SELECT listener FROM notifications", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(sent, ["practitioner_schedule_change"]);
+    // Both runs reloaded the appointment (its reason): one disclosure each, the stale one too.
+    let mut purposes: Vec<String> = client
+        .query("SELECT purpose FROM patient_disclosures WHERE event_id = $1", &[&created.id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    purposes.sort();
+    assert_eq!(purposes, ["patient_booking_confirmation", "practitioner_schedule_change"]);
+}
+
+#[tokio::test]
 async fn patient_deletion_cancels_future_appointments_once_even_when_delivered_twice() {
     let fx = Fixture::new().await;
     let patient = fx.create_patient().await;
