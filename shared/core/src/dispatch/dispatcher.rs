@@ -134,7 +134,7 @@ impl Dispatcher {
     /// One step alone, nothing overlapped (the drains overlap steps: [`Dispatcher::drain_once`]).
     pub async fn step(&self) -> Result<StepOutcome, DispatchError> {
         let started = tokio::time::Instant::now();
-        let claim = self.claim().await?;
+        let (claim, _) = self.claim().await?;
         if claim.is_empty() {
             return Ok(StepOutcome::Idle);
         }
@@ -159,19 +159,23 @@ impl Dispatcher {
         Ok(report)
     }
 
-    /// Unit 1: one statement claims the batch (from the claim floor while a backlog lasts).
-    pub(super) async fn claim(&self) -> Result<Claim, DispatchError> {
+    /// Unit 1: one statement claims the batch (from the claim floor while a backlog lasts). Also
+    /// answers whether the claim took every row that was due: it scanned the whole index and came
+    /// back short of the batch.
+    pub(super) async fn claim(&self) -> Result<(Claim, bool), DispatchError> {
         let client = self.pool.get().await?;
         let config = &self.config;
         let claim_above = |floor| {
             outbox::claim_above(&client, config.batch, config.lease, &self.id, config.max_attempts, floor)
         };
-        let floor = self.floor.as_ref().and_then(|floor| floor.next(config.full_scan_every));
+        let mut floor = self.floor.as_ref().and_then(|floor| floor.next(config.full_scan_every));
         let mut claim = claim_above(floor).await?;
         if floor.is_some() && claim.is_empty() {
             // "Nothing due" must come from a scan of the whole index (it ends a burst).
+            floor = None;
             claim = claim_above(None).await?;
         }
+        let took_every_due_row = floor.is_none() && (claim.len() as i64) < config.batch;
         if let Some(floor) = &self.floor {
             floor.claimed(config.batch, claim.len(), claim.oldest_due);
         }
@@ -183,7 +187,7 @@ impl Dispatcher {
             };
             emit(transition, &row.envelope, None, row.attempts, outcome);
         }
-        Ok(claim)
+        Ok((claim, took_every_due_row))
     }
 
     /// Unit 2: the transport call, with no connection or transaction held.

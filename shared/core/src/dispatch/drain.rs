@@ -53,10 +53,11 @@ impl Dispatcher {
     /// One pass: steps (overlapped) until nothing is due, without waiting for more.
     pub async fn drain_once(&self) -> Result<DrainReport, DispatchError> {
         let mut report = DrainReport::default();
-        while let Burst { outcome: StepOutcome::Dispatched(totals), steps, .. } =
-            self.burst(None, None).await?
-        {
-            report.add(steps, &totals);
+        loop {
+            let burst = self.burst(None, None).await?;
+            report.claims += burst.claims;
+            let StepOutcome::Dispatched(totals) = burst.outcome else { break };
+            report.add(burst.steps, &totals);
         }
         crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         Ok(report)
@@ -85,13 +86,18 @@ impl Dispatcher {
                 (Some(_), Some(listen)) => Some(&mut listen.notifications),
                 _ => None,
             };
-            match self.burst(deadline, wake).await {
+            let burst = self.burst(deadline, wake).await;
+            if let Ok(burst) = &burst {
+                report.claims += burst.claims;
+            }
+            match burst {
                 Ok(Burst {
                     outcome: StepOutcome::Dispatched(totals),
                     steps,
                     backlog,
                     exhausted,
                     wakeups,
+                    ..
                 }) => {
                     report.add(steps, &totals);
                     report.wakeups += wakeups;

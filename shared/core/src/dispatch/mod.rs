@@ -100,6 +100,8 @@ pub struct DrainReport {
     pub totals: StepReport,
     /// Wake-ups received on `LISTEN` (while idle, or during a burst that had found nothing more).
     pub wakeups: usize,
+    /// Claim statements issued, empty ones included.
+    pub claims: usize,
     /// Registrations in `outbox_waiters`: the first, each refresh, and each after a backlog (a
     /// dispatcher keeping up stays registered).
     pub registrations: usize,

@@ -18,6 +18,10 @@
 //! - An empty claim ends the burst once its batches in flight are marked; until then, a NOTIFY on
 //!   the drain's `LISTEN` (while it is registered) makes it claim again, so a commit made meanwhile
 //!   does not wait for those marks. Each wake-up costs one claim, however many commits it covers.
+//! - While the drain is registered, a claim that scanned the whole index and came back short of the
+//!   batch ends the burst like an empty one, without the empty claim after it: it took every row
+//!   due, and every commit after it notifies. (Rows that become due with time — a backoff or a lease
+//!   ending — are the poll's, after an empty claim as after a short one.)
 //!
 //! [`Transport::ordered`]: super::Transport::ordered
 
@@ -128,10 +132,10 @@ impl Dispatcher {
     ) -> Result<Burst, DispatchError> {
         let limit = self.config.steps_in_flight.max(1);
         let (mut steps, mut totals) = (0usize, StepReport::default());
-        let (mut backlog, mut wakeups) = (false, 0usize);
+        let (mut backlog, mut wakeups, mut claims) = (false, 0usize, 0usize);
         let mut in_flight = FuturesUnordered::new();
-        let mut claiming: Option<futures::future::BoxFuture<'_, (Instant, Result<Claim, DispatchError>)>> =
-            None;
+        type Claiming<'a> = futures::future::BoxFuture<'a, (Instant, Result<(Claim, bool), DispatchError>)>;
+        let mut claiming: Option<Claiming<'_>> = None;
         let mut exhausted = false;
         let mut first = true;
         let mut seq = 0u64;
@@ -144,6 +148,7 @@ impl Dispatcher {
                 && (first || self.outage_pause().is_none());
             if claiming.is_none() && may_claim {
                 first = false;
+                claims += 1;
                 claiming = Some(Box::pin(async {
                     let started = Instant::now();
                     (started, self.claim().await)
@@ -156,9 +161,11 @@ impl Dispatcher {
                 (started, claimed) = async { claiming.as_mut().expect("guarded").await }, if claiming.is_some() => {
                     claiming = None;
                     match claimed {
-                        Ok(claim) if claim.is_empty() => exhausted = true,
-                        Ok(claim) => {
+                        Ok((claim, _)) if claim.is_empty() => exhausted = true,
+                        Ok((claim, took_every_due_row)) => {
                             backlog |= claim.len() >= self.config.batch as usize;
+                            // Registered: every later commit notifies (see the module docs).
+                            exhausted = took_every_due_row && wake.is_some();
                             seq += 1;
                             let turn = self.order.enter(seq, self.groups(&claim));
                             in_flight.push(async move { self.finish(&claim, started, Some(turn)).await });
@@ -195,7 +202,7 @@ impl Dispatcher {
             return Err(error);
         }
         let outcome = if steps == 0 { StepOutcome::Idle } else { StepOutcome::Dispatched(totals) };
-        Ok(Burst { outcome, steps, backlog, exhausted, wakeups })
+        Ok(Burst { outcome, steps, backlog, exhausted, wakeups, claims })
     }
 }
 
@@ -211,4 +218,6 @@ pub(super) struct Burst {
     pub(super) exhausted: bool,
     /// Notifications that made it claim again.
     pub(super) wakeups: usize,
+    /// Claim statements issued, empty ones included.
+    pub(super) claims: usize,
 }

@@ -536,6 +536,28 @@ async fn a_drain_keeping_up_stays_registered_and_is_woken_for_every_commit() {
 }
 
 #[tokio::test]
+async fn a_registered_drain_claims_once_per_wake_up_when_the_claim_comes_back_short() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    drain(&fx.dispatcher(fx.local(), fast_config())).await;
+    let (stop, running) = run_listening(&fx, fx.local());
+    wait_count(&fx, "SELECT count(*) FROM outbox_waiters", 1, PROGRESS, "registration").await;
+    for booking in 1..=3 {
+        fx.book(patient, practitioner, 24 + booking).await;
+        wait_count(&fx, "SELECT count(*) FROM notifications", 2 * booking, PROGRESS, "dispatch of a booking")
+            .await;
+    }
+    stop.send(()).unwrap();
+    let report = running.await.unwrap();
+    assert_eq!(report.totals.dispatched, 3, "{report:?}");
+    // Two empty claims before the first wait (the first burst, the re-scan after registering), then
+    // one claim per wake-up: a claim that took one row of a batch of two took every row due, and
+    // the next commit notifies; no empty claim follows it.
+    assert_eq!(report.claims, 2 + report.wakeups, "{report:?}");
+}
+
+#[tokio::test]
 async fn a_drain_that_meets_a_backlog_unregisters_then_registers_again_once_idle() {
     let fx = Fixture::new().await;
     let patient = fx.create_patient().await;
