@@ -24,7 +24,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::context::Ctx;
-use crate::db::{violated_constraint, Tx};
+use crate::db::{sql, violated_constraint, Tx};
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{Reason, TimeSlot};
@@ -200,16 +200,27 @@ fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
     }
 }
 
+/// Books in two round trips: the two reference checks go out together, then — only once both have
+/// passed — the appointment and its event together. Each group is cached first
+/// (`sql::prepare_group`), so PostgreSQL runs it in the order written, as if each statement were
+/// awaited before the next, and its results are read in that order: the first failure answers (a
+/// missing patient before a missing practitioner; a double booking before anything the event's
+/// statement could say).
 pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResult<(Appointment, Envelope)> {
+    use crate::{events::store::APPEND_EVENT, patients, practitioners};
     // FOR SHARE: a concurrent deletion (which locks the patient FOR UPDATE) waits for this booking to
     // commit, so its listener sees and cancels the appointment; a deletion that committed first makes
     // this lock find no live patient.
-    if !crate::patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id).await? {
+    sql::prepare_group(tx, &[patients::repo::LOCK_SHARED, practitioners::repo::FIND_FOR_SHARE]).await?;
+    let (patient_live, practitioner) = futures::future::join(
+        patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id),
+        practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id),
+    )
+    .await;
+    if !patient_live? {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
-    let practitioner =
-        crate::practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id).await?;
-    match practitioner {
+    match practitioner? {
         None => return Err(FieldError::new("practitionerId", "no such practitioner").into()),
         Some(practitioner) if !practitioner.active => return Err(DomainError::PractitionerInactive),
         Some(_) => {}
@@ -229,10 +240,12 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
         created_at: now,
         updated_at: now,
     };
-    repo::insert(tx, &appointment).await.map_err(map_double_booking)?;
-    let event =
-        append(tx, &ctx.cause, appointment_event(EventType::AppointmentCreated, &appointment)).await?;
-    Ok((appointment, event))
+    let event = appointment_event(EventType::AppointmentCreated, &appointment);
+    sql::prepare_group(tx, &[repo::INSERT, APPEND_EVENT]).await?;
+    let (inserted, appended) =
+        futures::future::join(repo::insert(tx, &appointment), append(tx, &ctx.cause, event)).await;
+    inserted.map_err(map_double_booking)?;
+    Ok((appointment, appended?))
 }
 
 /// Locks a booked appointment the caller may change, checking the expected version.

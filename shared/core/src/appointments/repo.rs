@@ -43,7 +43,7 @@ pub(super) fn from_row(row: &Row) -> Appointment {
     }
 }
 
-const INSERT: &str =
+pub(super) const INSERT: &str =
     "INSERT INTO appointments (id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
          status, reason, version, created_at, updated_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)";

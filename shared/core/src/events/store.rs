@@ -20,7 +20,7 @@ use crate::ids::{EventId, WorkspaceId};
 /// The channel dispatchers LISTEN on.
 pub const OUTBOX_CHANNEL: &str = "clinic_outbox";
 
-const APPEND_EVENT: &str = include_str!("append_event.sql");
+pub(crate) const APPEND_EVENT: &str = include_str!("append_event.sql");
 
 /// What a use case knows about the event it is recording.
 #[derive(Debug, Clone)]

@@ -86,7 +86,7 @@ pub async fn lock(
     Ok(sql::query_opt(client, LOCK, &[&workspace_id, &id]).await?.as_ref().map(from_row))
 }
 
-const LOCK_SHARED: &str =
+pub(crate) const LOCK_SHARED: &str =
     "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2 AND deleted_at IS NULL FOR SHARE";
 
 /// True when the live patient exists; it is then locked `FOR SHARE` for the rest of the transaction

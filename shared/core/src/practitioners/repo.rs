@@ -16,7 +16,7 @@ const FIND: &str = "\
 SELECT id, workspace_id, display_name, specialty, active, version, created_at, updated_at
 FROM practitioners WHERE workspace_id = $1 AND id = $2";
 
-const FIND_FOR_SHARE: &str = "\
+pub(crate) const FIND_FOR_SHARE: &str = "\
 SELECT id, workspace_id, display_name, specialty, active, version, created_at, updated_at
 FROM practitioners WHERE workspace_id = $1 AND id = $2 FOR SHARE";
 

@@ -217,6 +217,8 @@ async fn a_booking_refused_by_a_check_answers_the_check_and_writes_nothing() {
         (deleted["id"].clone(), practitioner["id"].clone(), "2030-03-02T09:00:00Z", unknown_patient),
         (foreign_patient["id"].clone(), practitioner["id"].clone(), "2030-03-02T09:00:00Z", unknown_patient),
         (patient["id"].clone(), json!(unknown), "2030-03-02T09:00:00Z", unknown_practitioner),
+        // Both checks go out together; the patient's answers first.
+        (deleted["id"].clone(), json!(unknown), "2030-03-02T09:00:00Z", unknown_patient),
         (
             patient["id"].clone(),
             foreign_practitioner["id"].clone(),
