@@ -103,7 +103,10 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let emulator = tokio::task::spawn_blocking(clinic_sqs::testing::Emulator::start).await?.context(
         "no SQS emulator for the dispatcher Lambda (install moto_server or set CLINIC_TEST_SQS_ENDPOINT)",
     )?;
-    let client = clinic_sqs::build_client(Some(&emulator.endpoint)).await;
+    // The emulator's own client (test credentials, us-east-1): the bench must not depend on the
+    // operator's AWS credentials or region, which it would otherwise look up (and without them fail
+    // with "dispatch failure" after every earlier section had run).
+    let client = emulator.client();
     let prefix = format!("bench-{}", ulid::Ulid::generate().to_string().to_lowercase());
     let queues =
         clinic_sqs::queues::create_queues_when_ready(&client, &prefix, false, Duration::from_secs(5))
@@ -125,9 +128,10 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         ("CLINIC_SQS_ATTEMPT_TIMEOUT_MS", "10000".into()),
         ("CLINIC_SQS_OPERATION_TIMEOUT_MS", "20000".into()),
         ("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())),
-        ("AWS_ACCESS_KEY_ID", std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "test".into())),
-        ("AWS_SECRET_ACCESS_KEY", std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "test".into())),
-        ("AWS_REGION", std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into())),
+        // The credentials and region of `emulator.client()`, which created the queues.
+        ("AWS_ACCESS_KEY_ID", "test".into()),
+        ("AWS_SECRET_ACCESS_KEY", "test".into()),
+        ("AWS_REGION", "us-east-1".into()),
     ] {
         env.push((key.into(), value));
     }
