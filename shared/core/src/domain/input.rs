@@ -78,10 +78,11 @@ impl Fields {
         }
     }
 
-    /// A field that may be absent or null; when present it must be `true` or `false`.
+    /// A field that may be absent; when present it must be `true` or `false` (null is neither: a
+    /// boolean has nothing to clear).
     pub fn optional_bool(&mut self, field: &str) -> Result<Option<bool>, FieldError> {
         match self.object.remove(field) {
-            None | Some(Value::Null) => Ok(None),
+            None => Ok(None),
             Some(Value::Bool(value)) => Ok(Some(value)),
             Some(_) => Err(FieldError::new(field, "must be true or false")),
         }
@@ -134,6 +135,15 @@ mod tests {
         assert_eq!(fields.optional_version("b").unwrap_err().field, "b");
         assert_eq!(fields.optional_version("c").unwrap_err().field, "c");
         assert_eq!(fields.optional_version("d").unwrap(), Some(7));
+    }
+
+    #[test]
+    fn a_boolean_is_absent_or_a_boolean_never_null() {
+        let mut fields = Fields::new(json!({"a": true, "b": null, "c": "yes"})).unwrap();
+        assert_eq!(fields.optional_bool("a").unwrap(), Some(true));
+        assert_eq!(fields.optional_bool("b").unwrap_err().field, "b");
+        assert_eq!(fields.optional_bool("c").unwrap_err().field, "c");
+        assert_eq!(fields.optional_bool("d").unwrap(), None);
     }
 
     #[test]

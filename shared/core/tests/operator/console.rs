@@ -135,6 +135,9 @@ async fn bulk_retry_dry_runs_then_applies_one_audit_row_per_target_under_one_bat
         (json!({"reason": "x"}), "filter"),
         (json!({"reason": "x", "filter": filter, "limit": 0}), "limit"),
         (json!({"reason": "x", "filter": filter, "dryRun": "yes"}), "dryRun"),
+        // Null is not the default: the contract types both (found by the API fuzzing).
+        (json!({"reason": "x", "filter": filter, "limit": null}), "limit"),
+        (json!({"reason": "x", "filter": filter, "dryRun": null}), "dryRun"),
     ] {
         let response = admin_post(&scene, "/v1/system/outbox/bulk/retry", body).await;
         assert!(matches!(response.status.as_u16(), 400 | 422), "{}", response.text);

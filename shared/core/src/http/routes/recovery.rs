@@ -61,13 +61,14 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, DomainEr
     let Value::Object(mut body) = body else {
         return Err(FieldError::new("body", "must be a JSON object").into());
     };
+    // Absent takes the default; null is not a boolean or an integer (the contract types them).
     let dry_run = match body.remove("dryRun") {
-        None | Some(Value::Null) => false,
+        None => false,
         Some(Value::Bool(flag)) => flag,
         Some(_) => return Err(FieldError::new("dryRun", "must be true or false").into()),
     };
     let limit = match body.remove("limit") {
-        None | Some(Value::Null) => 1_000,
+        None => 1_000,
         Some(value) => {
             value.as_number().and_then(integer).filter(|n| (1..=bulk::MAX_LIMIT).contains(n)).ok_or_else(
                 || FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT)),
