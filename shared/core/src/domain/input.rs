@@ -78,14 +78,9 @@ impl Fields {
         }
     }
 
-    /// A field that may be absent; when present it must be `true` or `false` (null is neither: a
-    /// boolean has nothing to clear).
+    /// A field that may be absent; when present it must be `true` or `false` ([`boolean`]).
     pub fn optional_bool(&mut self, field: &str) -> Result<Option<bool>, FieldError> {
-        match self.object.remove(field) {
-            None => Ok(None),
-            Some(Value::Bool(value)) => Ok(Some(value)),
-            Some(_) => Err(FieldError::new(field, "must be true or false")),
-        }
+        boolean(field, self.object.remove(field).as_ref())
     }
 
     /// Rejects any field nobody asked for.
@@ -94,6 +89,16 @@ impl Fields {
             None => Ok(()),
             Some(field) => Err(FieldError::new(truncate(field), "is not a known field")),
         }
+    }
+}
+
+/// The value of the boolean body field `field` (`None` when absent). When present it must be `true`
+/// or `false`; null is neither (a boolean has nothing to clear), and is refused naming `field`.
+pub fn boolean(field: &str, value: Option<&Value>) -> Result<Option<bool>, FieldError> {
+    match value {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(_) => Err(FieldError::new(field, "must be true or false")),
     }
 }
 

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use super::signing::Secret;
 use crate::db::sql;
-use crate::domain::input::FieldError;
+use crate::domain::input::{self, FieldError};
 use crate::error::{DomainError, DomainResult};
 use crate::events::EventType;
 use crate::ids::{WebhookEndpointId, WorkspaceId};
@@ -175,10 +175,7 @@ impl TryFrom<&Value> for EndpointChange {
             url: map.get("url").map(url_field).transpose()?,
             description: map.get("description").map(description_field).transpose()?,
             event_types: map.get("eventTypes").map(event_types_field).transpose()?,
-            enabled: map
-                .get("enabled")
-                .map(|v| v.as_bool().ok_or_else(|| FieldError::new("enabled", "must be true or false")))
-                .transpose()?,
+            enabled: input::boolean("enabled", map.get("enabled"))?,
         };
         if change.fields().is_empty() {
             return Err(FieldError::new("body", "names no field to change"));

@@ -20,7 +20,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use super::path_id;
-use crate::domain::input::{integer, FieldError, Fields};
+use crate::domain::input::{self, integer, FieldError, Fields};
 use crate::error::DomainError;
 use crate::events::EventType;
 use crate::http::auth::Caller;
@@ -62,11 +62,7 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, DomainEr
         return Err(FieldError::new("body", "must be a JSON object").into());
     };
     // Absent takes the default; null is not a boolean or an integer (the contract types them).
-    let dry_run = match body.remove("dryRun") {
-        None => false,
-        Some(Value::Bool(flag)) => flag,
-        Some(_) => return Err(FieldError::new("dryRun", "must be true or false").into()),
-    };
+    let dry_run = input::boolean("dryRun", body.remove("dryRun").as_ref())?.unwrap_or(false);
     let limit = match body.remove("limit") {
         None => 1_000,
         Some(value) => {
