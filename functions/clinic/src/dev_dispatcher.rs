@@ -144,7 +144,7 @@ const RECONCILE_EVERY: Duration = Duration::from_secs(30);
 /// The custody reconciler beside the loop: one pass every `every` ([`RECONCILE_EVERY`] here; `clinic
 /// chaos` runs it more often) until stopped (`CLINIC_CUSTODY_*`, see docs/alarms.md). A failed pass
 /// is logged and retried next time.
-pub(crate) async fn reconcile_loop(
+pub async fn reconcile_loop(
     pool: Pool,
     transport: Arc<dyn Transport>,
     mut stop: watch::Receiver<bool>,

@@ -1,14 +1,13 @@
 //! The `clinic` binary: `clinic dev` runs the whole service as one local process; the other
-//! subcommands are operator tools and drills (migrate, workspaces, token, outbox, deliveries,
-//! reminders, webhooks, bench, chaos).
+//! subcommands are operator tools (migrate, workspaces, token, outbox, deliveries, reminders,
+//! webhooks). `clinic bench` and `clinic chaos` forward to the drills' own binary, `clinic-drill`
+//! (functions/drill), found beside this one, so the operator's tool links no test code.
 
-mod commands;
-mod dev_dispatcher;
-mod local_pg;
-mod settings;
-mod sqs_consumer;
+use std::path::PathBuf;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
+use clinic::commands;
 
 #[derive(Debug, Parser)]
 #[command(name = "clinic", version, about = "Clinic event dispatcher: local runner and operator commands")]
@@ -43,13 +42,19 @@ enum Command {
     Webhooks(commands::webhooks::WebhooksArgs),
     /// Scheduled jobs run by hand: `reminders run`.
     Reminders(commands::reminders::RemindersArgs),
-    /// Benchmarks beside the raw-SQL limit: write, dispatch, latency, lists, all (`--smoke` for a quick check).
-    Bench(commands::bench::BenchArgs),
-    /// Fault-injection run: writers under dispatcher kills and a PostgreSQL restart, then every check.
-    Chaos(commands::chaos::ChaosArgs),
-    /// The dispatcher as its own process, for `clinic chaos` to kill (internal).
-    #[command(hide = true)]
-    DispatchLoop,
+    /// Benchmarks beside the raw-SQL limit (runs `clinic-drill bench …`; build it with
+    /// `cargo build -p clinic-drill`).
+    #[command(disable_help_flag = true)]
+    Bench {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Fault-injection run (runs `clinic-drill chaos …`; build it with `cargo build -p clinic-drill`).
+    #[command(disable_help_flag = true)]
+    Chaos {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -67,8 +72,28 @@ async fn main() -> anyhow::Result<()> {
         Command::Deliveries(args) => commands::deliveries::run(args).await,
         Command::Reminders(args) => commands::reminders::run(args).await,
         Command::Webhooks(args) => commands::webhooks::run(args).await,
-        Command::Bench(args) => commands::bench::run(args).await,
-        Command::Chaos(args) => commands::chaos::run(args).await,
-        Command::DispatchLoop => commands::chaos::dispatch_loop().await,
+        Command::Bench { args } => forward_to_drill("bench", &args),
+        Command::Chaos { args } => forward_to_drill("chaos", &args),
     }
+}
+
+/// Replaces this process with `clinic-drill <command> <args…>` from beside this binary (same
+/// profile), or says the one command that builds it.
+fn forward_to_drill(command: &str, args: &[String]) -> anyhow::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let drill = drill_binary()?;
+    let error = std::process::Command::new(&drill).arg(command).args(args).exec();
+    Err(error).with_context(|| format!("running {}", drill.display()))
+}
+
+fn drill_binary() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe().context("locating the clinic binary")?;
+    let beside = exe.with_file_name("clinic-drill");
+    anyhow::ensure!(
+        beside.exists(),
+        "{} does not exist: build the drills first (cargo build{} -p clinic-drill)",
+        beside.display(),
+        if cfg!(debug_assertions) { "" } else { " --release" }
+    );
+    Ok(beside)
 }

@@ -1,7 +1,5 @@
 //! One module per subcommand.
 
-pub mod bench;
-pub mod chaos;
 pub mod deliveries;
 pub mod dev;
 pub mod migrate;

@@ -42,10 +42,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let pool = connect_pool(&url, args.pool, None)?;
     let dispatcher = match (args.dispatcher, args.transport_latency_ms) {
         (false, _) => None,
-        (true, None) => Some(crate::dev_dispatcher::spawn_local(&url, pool.clone()).await?),
+        (true, None) => Some(clinic::dev_dispatcher::spawn_local(&url, pool.clone()).await?),
         (true, Some(ms)) => {
             let transport = super::latency_transport::LatencyTransport::new(Duration::from_millis(ms));
-            Some(crate::dev_dispatcher::spawn_transport(&url, pool.clone(), std::sync::Arc::new(transport))?)
+            Some(clinic::dev_dispatcher::spawn_transport(&url, pool.clone(), std::sync::Arc::new(transport))?)
         }
     };
     let state = AppState { pool, api: ApiConfig::local(&secret)? };

@@ -9,7 +9,7 @@
 //! for real, and with `--transport sqs` (the default) a private SQS emulator (its own `moto_server`) with one queue per
 //! listener, reached through a TCP proxy in this process ([`proxy`]), and the listener side: consumers
 //! that run each received batch concurrently through the listener Lambda's own handler, with a
-//! visibility timeout longer than a batch can take ([`sqs`], `crate::sqs_consumer`). With
+//! visibility timeout longer than a batch can take ([`sqs`], `clinic::sqs_consumer`). With
 //! `--transport local` the dispatcher runs the listeners itself.
 //!
 //! Faults ([`faults`] and one file per message fault):

@@ -39,7 +39,7 @@ pub fn listener_url(url: &str, lock_timeout_ms: u64) -> String {
 }
 
 pub async fn set_up(url: &str, lock_timeout_ms: u64, rng: &mut Rng) -> anyhow::Result<Setup> {
-    crate::commands::migrate::apply(url).await?;
+    clinic::commands::migrate::apply(url).await?;
     let owner_pool = connect_pool(url, 1, None)?;
     let owner = owner_pool.get().await?;
     let workspace = WorkspaceId::generate();

@@ -17,7 +17,7 @@ use super::rng::Rng;
 use super::sqs::{Counter, Sqs};
 use super::writers::{writer, Mutation};
 use super::{faults, figures, forgery, lock, lost, settle, setup, PLANTED_LISTENER};
-use crate::local_pg::LocalPostgres;
+use clinic::local_pg::LocalPostgres;
 
 /// The moment `fraction` of the way through the writing time.
 fn at(started: Instant, duration: Duration, fraction: f64) -> Instant {

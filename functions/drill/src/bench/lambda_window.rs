@@ -35,7 +35,7 @@ use super::stats::Samples;
 use super::Options;
 use clinic_testkit::TestDb;
 
-const TICK: &str = include_str!("../../../../../tests/fixtures/eventbridge_scheduled_tick.json");
+const TICK: &str = include_str!("../../../../tests/fixtures/eventbridge_scheduled_tick.json");
 
 /// A dispatcher schedule, in template terms (a 60 s period).
 #[derive(Debug, Clone, Copy)]

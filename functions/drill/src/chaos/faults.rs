@@ -9,7 +9,7 @@ use tokio::sync::watch;
 
 use super::dispatcher::DispatcherChild;
 use super::rng::Rng;
-use crate::local_pg::LocalPostgres;
+use clinic::local_pg::LocalPostgres;
 
 /// After PostgreSQL is back, pooled connections broken by the restart are replaced on first use; a
 /// 503 within this grace is still the restart's.

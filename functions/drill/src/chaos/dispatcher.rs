@@ -66,7 +66,7 @@ pub async fn dispatch_loop() -> anyhow::Result<()> {
     // invocations and the scheduled passes do in AWS.
     let (_stop_reconciler, stopped) = tokio::sync::watch::channel(false);
     let every = std::time::Duration::from_secs(1);
-    tokio::spawn(crate::dev_dispatcher::reconcile_loop(pool.clone(), transport.clone(), stopped, every));
+    tokio::spawn(clinic::dev_dispatcher::reconcile_loop(pool.clone(), transport.clone(), stopped, every));
     let dispatcher = Dispatcher::new(pool, transport, DispatchConfig::from_env()?).with_listen(url, None);
     let report = dispatcher
         .run_until(async {

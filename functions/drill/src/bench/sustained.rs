@@ -21,7 +21,7 @@ use anyhow::Context;
 use super::db::BenchConnections as _;
 use super::report::{thousands, Report};
 use super::Options;
-use crate::local_pg::{Durability, LocalPostgres};
+use clinic::local_pg::{Durability, LocalPostgres};
 
 const AUTOVACUUMS: &str =
     "SELECT coalesce(autovacuum_count, 0) FROM pg_stat_user_tables WHERE relname = 'event_outbox'";
@@ -35,7 +35,7 @@ const THRESHOLD: &str =
 const NAPTIME_SECS: &str = "SELECT setting::bigint FROM pg_settings WHERE name = 'autovacuum_naptime'";
 
 pub async fn run(options: &Options, report: &mut Report) -> anyhow::Result<()> {
-    let folder = crate::settings::data_dir().join(format!("bench-pg-{}", ulid::Ulid::generate()));
+    let folder = clinic::settings::data_dir().join(format!("bench-pg-{}", ulid::Ulid::generate()));
     let port = clinic_testkit::free_port()?;
     let cluster = tokio::task::spawn_blocking({
         let folder = folder.clone();

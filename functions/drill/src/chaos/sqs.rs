@@ -1,6 +1,6 @@
 //! The SQS side of a run: a private emulator (`moto_server`, the run's own child), the proxy in front of it
 //! (the fault), one queue per listener, and the listener side — consumers that run each batch
-//! through the listener Lambda's own handler ([`crate::sqs_consumer`]) and count what it decided.
+//! through the listener Lambda's own handler ([`clinic::sqs_consumer`]) and count what it decided.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -15,7 +15,7 @@ use clinic_listener::{State, Verdict};
 use tokio::sync::watch;
 
 use super::dispatcher::ChaosNotifier;
-use crate::sqs_consumer::{ConsumerOptions, Observe};
+use clinic::sqs_consumer::{ConsumerOptions, Observe};
 
 /// Consumers per queue, like concurrent Lambda pollers.
 const CONSUMERS_PER_QUEUE: usize = 2;
@@ -160,7 +160,7 @@ impl Sqs {
             .map(|listener| {
                 let url = queues.url(listener).unwrap_or_default().to_owned();
                 let observer: Arc<dyn Observe> = counter.clone();
-                let consume = crate::sqs_consumer::consume(
+                let consume = clinic::sqs_consumer::consume(
                     client.clone(),
                     url,
                     state.clone(),

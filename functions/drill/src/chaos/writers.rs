@@ -12,7 +12,7 @@ use hyper::header::HeaderValue;
 use serde_json::{json, Value};
 
 use super::rng::Rng;
-use crate::commands::bench::client::{bearer, Connection};
+use crate::bench::client::{bearer, Connection};
 
 /// One accepted (2xx) mutation.
 #[derive(Debug, Clone)]
@@ -113,7 +113,7 @@ impl Run {
         path: &str,
         key: &str,
         body: &Value,
-    ) -> anyhow::Result<crate::commands::bench::client::Answer> {
+    ) -> anyhow::Result<crate::bench::client::Answer> {
         let exchange = async {
             if connection.is_none() {
                 *connection = Some(Connection::open(self.address, self.authorization.clone()).await?);
