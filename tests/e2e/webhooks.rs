@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
-use clinic_core::http::router;
 use clinic_core::webhooks::client::Timeouts;
 use clinic_core::webhooks::guard::Egress;
 use clinic_core::webhooks::{WebhookConfig, WebhookSender};
+use clinic_http::router;
 use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;

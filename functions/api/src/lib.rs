@@ -8,8 +8,8 @@ use axum::extract::Request;
 use axum::middleware::{from_fn, Next};
 use axum::response::Response;
 use axum::Router;
-use clinic_core::http::auth::VerifiedClaims;
-use clinic_core::http::{router, AppState};
+use clinic_http::auth::VerifiedClaims;
+use clinic_http::{router, AppState};
 use lambda_http::request::RequestContext;
 
 /// The router with the Lambda claims adapter in front of it.

@@ -1,10 +1,11 @@
 //! Lambda entry point: telemetry, configuration and the pool are built once per container; each
 //! invocation only runs the router.
 
-use clinic_core::config::{ApiConfig, DatabaseConfig};
+use clinic_core::config::DatabaseConfig;
 use clinic_core::db::connect_pool;
-use clinic_core::http::AppState;
 use clinic_core::telemetry::{self, LogFormat};
+use clinic_http::ApiConfig;
+use clinic_http::AppState;
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {

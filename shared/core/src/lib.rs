@@ -1,4 +1,5 @@
-//! The clinic service's core: ids, domain, repositories, events, outbox, listeners and the HTTP API.
+//! The clinic service's core: ids, domain, repositories, events, outbox, listeners, delivery, webhooks,
+//! housekeeping and operator use cases. No HTTP server: the router is `clinic-http` (shared/http).
 //!
 //! Every mutation commits its resource change and exactly one event (with its timeline links and its
 //! outbox row) in one PostgreSQL transaction; events carry identifiers only.
@@ -15,7 +16,6 @@ pub mod domain;
 pub mod error;
 pub mod events;
 pub mod housekeeping;
-pub mod http;
 pub mod ids;
 pub mod listeners;
 /// The dispatcher's metrics (they live in [`dispatch::metrics`]; this path is kept for callers).

@@ -6,13 +6,13 @@
 //! as in AWS.
 
 use axum::http::StatusCode;
-use clinic_core::config::{ApiConfig, AuthConfig};
 use clinic_core::db::connect_pool;
-use clinic_core::http::correlation::CorrelationKeys;
-use clinic_core::http::readiness::Readiness;
-use clinic_core::http::AppState;
 use clinic_core::ids::{CorrelationId, MemberId, PatientId, WorkspaceId};
 use clinic_core::workspaces;
+use clinic_http::correlation::CorrelationKeys;
+use clinic_http::readiness::Readiness;
+use clinic_http::AppState;
+use clinic_http::{ApiConfig, AuthConfig};
 use clinic_testkit::TestDb;
 use http_body_util::BodyExt;
 use serde_json::Value;

@@ -17,17 +17,17 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::config::ApiConfig;
 use clinic_core::context::Ctx;
 use clinic_core::db::{connect_pool, url_with_role};
 use clinic_core::domain::values::{Name, Specialty};
 use clinic_core::events::{Actor, Cause};
-use clinic_core::http::auth::{issue_token, Role};
-use clinic_core::http::{router, AppState};
 use clinic_core::ids::{CorrelationId, MemberId, RequestId, WorkspaceId};
 use clinic_core::practitioners::{self, NewPractitioner};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_core::workspaces;
+use clinic_http::auth::{issue_token, Role};
+use clinic_http::ApiConfig;
+use clinic_http::{router, AppState};
 
 #[derive(Debug, clap::Args)]
 pub struct DevArgs {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::http::auth::{issue_token, Role};
 use clinic_core::ids::{parse_ulid, WorkspaceId};
+use clinic_http::auth::{issue_token, Role};
 
 #[derive(Debug, clap::Args)]
 pub struct TokenArgs {

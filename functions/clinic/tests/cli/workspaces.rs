@@ -1,8 +1,8 @@
 //! `clinic workspaces create|list` against a fresh database: onboarding a clinic without SQL, then
 //! using it through the API with a token carrying the documented claims (docs/onboarding.md).
 
-use clinic_core::http::auth::Role;
 use clinic_core::ids::WorkspaceId;
+use clinic_http::auth::Role;
 use clinic_testkit::app::{token, TestApp};
 use serde_json::{json, Value};
 

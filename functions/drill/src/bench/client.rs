@@ -24,10 +24,10 @@ impl BenchAuth {
     pub fn new(
         workspace: clinic_core::ids::WorkspaceId,
         member: clinic_core::ids::MemberId,
-        role: clinic_core::http::auth::Role,
+        role: clinic_http::auth::Role,
     ) -> anyhow::Result<Self> {
         let secret = format!("{}{}", ulid::Ulid::generate(), ulid::Ulid::generate());
-        let token = clinic_core::http::auth::issue_token(
+        let token = clinic_http::auth::issue_token(
             secret.as_bytes(),
             workspace,
             member.ulid(),

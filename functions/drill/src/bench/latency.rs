@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, Utc};
-use clinic_core::http::auth::Role;
+use clinic_http::auth::Role;
 use tokio::sync::{mpsc, Mutex};
 use tokio::time::{Instant, MissedTickBehavior};
 use ulid::Ulid;

@@ -1,7 +1,7 @@
 //! The API server of the write and latency runs, as a child process (`clinic bench serve`, hidden), so
 //! its peak RSS is its own and not the load generator's.
 //!
-//! The child serves the real router (`clinic_core::http::router`) with `axum::serve` on
+//! The child serves the real router (`clinic_http::router`) with `axum::serve` on
 //! `127.0.0.1:0`, like `clinic dev` (same pool size, same `clinic_app` role), optionally with the
 //! dispatcher loop and the local transport beside it, exactly as `clinic dev` wires them. It prints
 //! `listening <address>` once ready and stops when its stdin closes.
@@ -11,9 +11,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::config::ApiConfig;
 use clinic_core::db::connect_pool;
-use clinic_core::http::{router, AppState};
+use clinic_http::ApiConfig;
+use clinic_http::{router, AppState};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 

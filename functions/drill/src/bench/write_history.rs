@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use clinic_core::http::auth::Role;
+use clinic_http::auth::Role;
 
 use super::client::BenchAuth;
 use super::db::{seed, BenchConnections as _};

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use clinic_core::config::ApiConfig;
 use clinic_core::db::{connect_pool, connect_single};
 use clinic_core::events::EventType;
-use clinic_core::http::auth::{issue_token, Role};
-use clinic_core::http::{router, AppState};
 use clinic_core::ids::{EventId, MemberId, PatientId, PractitionerId, WorkspaceId};
+use clinic_http::auth::{issue_token, Role};
+use clinic_http::ApiConfig;
+use clinic_http::{router, AppState};
 use serde_json::json;
 
 use super::rng::Rng;

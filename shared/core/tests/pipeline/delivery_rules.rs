@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use clinic_core::delivery::{DeliveryConfig, FileProvider, NotifierKind, Providers, Sender};
 use clinic_core::events::Envelope;
-use clinic_core::http::auth::Role;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
+use clinic_http::auth::Role;
 use clinic_testkit::app::{token, TestApp};
 use serde_json::{json, Value};
 

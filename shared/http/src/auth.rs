@@ -1,0 +1,253 @@
+//! Who is calling: verified claims (`sub`, `workspace_id`, `role`) become a [`Caller`].
+//!
+//! Behind API Gateway the JWT authorizer has verified the token and the Lambda adapter inserts its
+//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself (expiry
+//! required; `alg: none` and every other algorithm are rejected). A request without a usable identity
+//! answers 401; tokens are never logged.
+//!
+//! The subject is a ULID or a hyphenated UUID — the same 128 bits (Cognito's `sub` is a UUID: a
+//! member created with that UUID as its id is that user). Behind API Gateway the subject is read from
+//! the claim `ApiConfig::subject_claim` names (`CLINIC_SUBJECT_CLAIM`, default `sub`), so an identity
+//! provider whose `sub` is not the member or patient id can carry the id in a claim of its own (for
+//! Cognito, one a pre-token-generation trigger adds to the access token).
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::request::Parts;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use ulid::Ulid;
+
+use super::problem::ApiError;
+use super::AppState;
+use crate::AuthConfig;
+use clinic_core::error::DomainError;
+use clinic_core::events::Actor;
+use clinic_core::ids::{parse_ulid, PatientId, WorkspaceId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Staff,
+    Admin,
+    Patient,
+}
+
+impl Role {
+    pub fn parse(text: &str) -> Option<Role> {
+        match text {
+            "staff" => Some(Role::Staff),
+            "admin" => Some(Role::Admin),
+            "patient" => Some(Role::Patient),
+            _ => None,
+        }
+    }
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Role::Staff => "staff",
+            Role::Admin => "admin",
+            Role::Patient => "patient",
+        }
+    }
+}
+
+/// Claims an upstream authorizer already verified (API Gateway's JWT authorizer), by name.
+#[derive(Debug, Clone, Default)]
+pub struct VerifiedClaims(pub HashMap<String, String>);
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller {
+    pub workspace_id: WorkspaceId,
+    pub role: Role,
+    /// A member id for staff and admins, the patient's own id for patients.
+    pub subject: Ulid,
+}
+
+impl Caller {
+    /// Builds a caller from claim values; any missing or malformed claim is unauthenticated.
+    pub fn from_claims(sub: Option<&str>, workspace_id: Option<&str>, role: Option<&str>) -> Option<Caller> {
+        Some(Caller {
+            subject: parse_subject(sub?)?,
+            workspace_id: workspace_id?.parse().ok()?,
+            role: Role::parse(role?)?,
+        })
+    }
+
+    pub fn actor(&self) -> Actor {
+        match self.role {
+            Role::Patient => Actor::Patient { id: self.subject },
+            Role::Staff | Role::Admin => Actor::Member { id: self.subject },
+        }
+    }
+
+    /// Staff and admins pass; a patient gets 403.
+    pub fn require_staff(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Staff | Role::Admin => Ok(()),
+            Role::Patient => Err(DomainError::Forbidden.into()),
+        }
+    }
+
+    pub fn require_admin(&self) -> Result<(), ApiError> {
+        match self.role {
+            Role::Admin => Ok(()),
+            Role::Staff | Role::Patient => Err(DomainError::Forbidden.into()),
+        }
+    }
+
+    /// The patient this caller is, when the caller is a patient.
+    pub fn patient(&self) -> Option<PatientId> {
+        (self.role == Role::Patient).then(|| PatientId::from_ulid(self.subject))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)
+    }
+}
+
+/// A subject claim: a ULID, or a UUID in its hyphenated form (36 characters).
+fn parse_subject(text: &str) -> Option<Ulid> {
+    if text.len() == 36 {
+        return uuid::Uuid::try_parse(text).ok().map(Ulid::from);
+    }
+    parse_ulid(text).ok()
+}
+
+/// The claims of a locally issued token.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenClaims {
+    pub sub: String,
+    pub workspace_id: String,
+    pub role: String,
+    pub exp: u64,
+    pub iat: u64,
+}
+
+/// Issues an HS256 token valid for `ttl` (used by `clinic token` and tests).
+pub fn issue_token(
+    secret: &[u8],
+    workspace_id: WorkspaceId,
+    sub: Ulid,
+    role: Role,
+    ttl: std::time::Duration,
+) -> Result<String, jsonwebtoken::errors::Error> {
+    let now = chrono::Utc::now().timestamp().max(0) as u64;
+    let claims = TokenClaims {
+        sub: sub.to_string(),
+        workspace_id: workspace_id.to_string(),
+        role: role.as_str().into(),
+        iat: now,
+        exp: now + ttl.as_secs(),
+    };
+    let key = EncodingKey::from_secret(secret)?;
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+}
+
+fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
+    let token = authorization.strip_prefix("Bearer ")?.trim();
+    let mut validation = Validation::new(Algorithm::HS256);
+    validation.set_required_spec_claims(&["exp"]);
+    validation.leeway = 5;
+    let key = DecodingKey::from_secret(secret).ok()?;
+    let data = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation).ok()?;
+    Caller::from_claims(Some(&data.claims.sub), Some(&data.claims.workspace_id), Some(&data.claims.role))
+}
+
+/// Resolves the caller from verified claims or a bearer token and stores it in the request's
+/// extensions; routes that need a caller reject the request when none was stored. A token that was
+/// sent but does not verify is an error even on routes that need no caller (the caller answers 401).
+/// Runs inside [`super::request::enter`], which needs the caller's workspace to decide the
+/// correlation id.
+pub fn identify(state: &AppState, request: &mut Request) -> Result<(), ApiError> {
+    let caller = match &state.api.auth {
+        AuthConfig::ApiGatewayClaims => request.extensions().get::<VerifiedClaims>().and_then(|claims| {
+            Caller::from_claims(
+                claims.0.get(&state.api.subject_claim).map(String::as_str),
+                claims.0.get("workspace_id").map(String::as_str),
+                claims.0.get("role").map(String::as_str),
+            )
+        }),
+        AuthConfig::Hs256 { secret } => request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| verify_bearer(secret, value)),
+    };
+    if let Some(caller) = caller {
+        request.extensions_mut().insert(caller);
+        Ok(())
+    } else if request.headers().contains_key(axum::http::header::AUTHORIZATION) {
+        Err(ApiError::Unauthenticated)
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verifies_its_own_tokens_and_rejects_others() {
+        let workspace = WorkspaceId::generate();
+        let sub = Ulid::generate();
+        let token =
+            issue_token(b"secret-one", workspace, sub, Role::Staff, std::time::Duration::from_secs(60))
+                .unwrap();
+        let caller = verify_bearer(b"secret-one", &format!("Bearer {token}")).unwrap();
+        assert_eq!(caller.workspace_id, workspace);
+        assert_eq!(caller.role, Role::Staff);
+        assert!(verify_bearer(b"secret-two", &format!("Bearer {token}")).is_none());
+        assert!(verify_bearer(b"secret-one", &token).is_none());
+    }
+
+    #[test]
+    fn a_subject_is_a_ulid_or_a_hyphenated_uuid() {
+        let uuid = "7b2e9f34-5c1d-4a8e-9f2b-3d6c8a1e4f70";
+        let from_uuid = parse_subject(uuid).expect("a UUID subject");
+        assert_eq!(uuid::Uuid::from(from_uuid).to_string(), uuid);
+        let ulid = Ulid::generate();
+        assert_eq!(parse_subject(&ulid.to_string()), Some(ulid));
+        for bad in ["7b2e9f345c1d4a8e9f2b3d6c8a1e4f70", "{7b2e9f34-5c1d-4a8e-9f2b-3d6c8a1e4f7}", "admin", ""]
+        {
+            assert_eq!(parse_subject(bad), None, "{bad}");
+        }
+        let workspace = WorkspaceId::generate().to_string();
+        let caller = Caller::from_claims(Some(uuid), Some(&workspace), Some("staff")).unwrap();
+        assert_eq!(caller.subject, from_uuid);
+    }
+
+    #[test]
+    fn rejects_alg_none_and_expired_tokens() {
+        use base64::Engine;
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let header = engine.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let claims = engine.encode(
+            format!(
+                r#"{{"sub":"{}","workspace_id":"{}","role":"admin","exp":9999999999,"iat":0}}"#,
+                Ulid::generate(),
+                WorkspaceId::generate()
+            )
+            .as_bytes(),
+        );
+        assert!(verify_bearer(b"secret", &format!("Bearer {header}.{claims}.")).is_none());
+        let expired = TokenClaims {
+            sub: Ulid::generate().to_string(),
+            workspace_id: WorkspaceId::generate().to_string(),
+            role: "admin".into(),
+            exp: 1_000,
+            iat: 0,
+        };
+        let token =
+            jsonwebtoken::encode(&Header::default(), &expired, &EncodingKey::from_secret(b"secret").unwrap())
+                .unwrap();
+        assert!(verify_bearer(b"secret", &format!("Bearer {token}")).is_none());
+    }
+}

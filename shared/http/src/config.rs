@@ -1,0 +1,125 @@
+//! The HTTP API's settings ([`ApiConfig`]): how callers are authenticated, the keys that seal cursors
+//! and tag correlation ids, the readiness cache and where webhook endpoints may point. Read once by
+//! the `main` that serves the router (the API Lambda, `clinic dev`, the drills); nothing below reads
+//! the environment again.
+
+use std::time::Duration;
+
+use clinic_core::config::{bounded, required, var, ConfigError};
+
+/// How the API learns who is calling.
+#[derive(Clone)]
+pub enum AuthConfig {
+    /// Behind API Gateway: its JWT authorizer verified the token; claims come from the request context.
+    ApiGatewayClaims,
+    /// Locally: the API verifies an HS256 bearer token itself.
+    Hs256 { secret: Vec<u8> },
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthConfig::ApiGatewayClaims => f.write_str("ApiGatewayClaims"),
+            AuthConfig::Hs256 { .. } => f.write_str("Hs256 { secret: <redacted> }"),
+        }
+    }
+}
+
+/// Settings of the HTTP API.
+#[derive(Clone)]
+pub struct ApiConfig {
+    pub auth: AuthConfig,
+    /// Signs pagination cursors so that a cursor the server did not issue is rejected.
+    pub cursor_key: Vec<u8>,
+    /// Tags the correlation ids the API issues (`CLINIC_CORRELATION_KEY`, else derived from the cursor
+    /// key; `CLINIC_CORRELATION_KEY_PREVIOUS` during a rotation). Policy: docs/correlation.md.
+    pub correlation: crate::correlation::CorrelationKeys,
+    /// `GET /readyz`'s cache: at most one database check per interval per process
+    /// (`CLINIC_READINESS_INTERVAL_SECS`, default 10, 1–300).
+    pub readiness: crate::readiness::Readiness,
+    /// The verified claim that names the caller (`CLINIC_SUBJECT_CLAIM`, default `sub`): a ULID or a
+    /// UUID. Only read from API Gateway's claims; local tokens always use `sub`.
+    pub subject_claim: String,
+    /// Where webhook endpoints may point (checked when an endpoint is saved): public https, plus
+    /// loopback http only locally with `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1`.
+    pub webhook_egress: clinic_core::webhooks::guard::Egress,
+}
+
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiConfig")
+            .field("auth", &self.auth)
+            .field("readiness", &self.readiness)
+            .field("subject_claim", &self.subject_claim)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApiConfig {
+    /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors.
+    pub fn lambda_from_env() -> Result<Self, ConfigError> {
+        let cursor_key = cursor_key()?;
+        Ok(Self {
+            auth: AuthConfig::ApiGatewayClaims,
+            correlation: correlation_keys(&cursor_key)?,
+            cursor_key,
+            readiness: readiness()?,
+            subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
+            webhook_egress: clinic_core::webhooks::guard::Egress::default(),
+        })
+    }
+
+    /// Local: `CLINIC_JWT_SECRET` verifies bearer tokens (and signs cursors unless `CLINIC_CURSOR_KEY`).
+    pub fn local(jwt_secret: &str) -> Result<Self, ConfigError> {
+        let cursor_key = match var("CLINIC_CURSOR_KEY") {
+            Some(_) => cursor_key()?,
+            None => jwt_secret.as_bytes().to_vec(),
+        };
+        let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
+        let correlation = correlation_keys(&cursor_key)?;
+        let webhook_egress = clinic_core::webhooks::WebhookConfig::from_env(true)?.egress;
+        Ok(Self {
+            auth,
+            cursor_key,
+            correlation,
+            readiness: readiness()?,
+            subject_claim: "sub".into(),
+            webhook_egress,
+        })
+    }
+}
+
+/// `CLINIC_READINESS_INTERVAL_SECS` (default 10, 1–300): how long a readiness answer is reused.
+fn readiness() -> Result<crate::readiness::Readiness, ConfigError> {
+    let seconds = bounded("CLINIC_READINESS_INTERVAL_SECS", 10, 1..=300)?;
+    Ok(crate::readiness::Readiness::new(Duration::from_secs(seconds)))
+}
+
+fn cursor_key() -> Result<Vec<u8>, ConfigError> {
+    secret("CLINIC_CURSOR_KEY", required("CLINIC_CURSOR_KEY")?)
+}
+
+/// A secret of at least 16 characters (its value is never shown in the error).
+fn secret(name: &'static str, key: String) -> Result<Vec<u8>, ConfigError> {
+    if key.len() < 16 {
+        return Err(ConfigError::Invalid {
+            name,
+            value: "<redacted>".into(),
+            message: "must be at least 16 characters".into(),
+        });
+    }
+    Ok(key.into_bytes())
+}
+
+/// `CLINIC_CORRELATION_KEY` (at least 16 characters; unset → derived from the cursor key) and, during
+/// a rotation, `CLINIC_CORRELATION_KEY_PREVIOUS`, still accepted but no longer issued.
+fn correlation_keys(cursor_key: &[u8]) -> Result<crate::correlation::CorrelationKeys, ConfigError> {
+    let current = match var("CLINIC_CORRELATION_KEY") {
+        Some(key) => secret("CLINIC_CORRELATION_KEY", key)?,
+        None => cursor_key.to_vec(),
+    };
+    let previous = var("CLINIC_CORRELATION_KEY_PREVIOUS")
+        .map(|key| secret("CLINIC_CORRELATION_KEY_PREVIOUS", key))
+        .transpose()?;
+    Ok(crate::correlation::CorrelationKeys::new(&current, previous.as_deref()))
+}

@@ -1,0 +1,121 @@
+//! `/v1/appointments`: book, read, reschedule, cancel, complete.
+//!
+//! Staff and admins act on every appointment of their workspace; a patient may read and cancel only
+//! their own — another patient's appointment answers 404, exactly like a missing one — and nothing
+//! else (403).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::path_id;
+use crate::auth::Caller;
+use crate::problem::ApiError;
+use crate::unit_of_work::{Answer, Mutation};
+use crate::AppState;
+use clinic_core::appointments::{self, Access, Appointment, Cancel, Complete, NewAppointment, Reschedule};
+use clinic_core::db::Tx;
+use clinic_core::disclosures::{self, routes, Purpose};
+use clinic_core::error::{DomainError, DomainResult};
+use clinic_core::events::ResourceType;
+use clinic_core::ids::AppointmentId;
+
+/// Who the caller may see: a patient only their own appointments.
+fn access(caller: &Caller) -> Access {
+    caller.patient().map_or(Access::Workspace, Access::OwnAppointmentsOf)
+}
+
+impl Answer for Appointment {
+    const RESOURCE: ResourceType = ResourceType::Appointment;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        let id = AppointmentId::from_uuid(id);
+        let appointment =
+            appointments::repo::find_visible(tx, caller.workspace_id, access(caller), id).await?;
+        // A replay answers the reason (health data): a disclosure like any read (DESIGN.md §6a).
+        if let Some(appointment) = &appointment {
+            let purpose = Purpose::route(routes::IDEMPOTENT_REPLAY);
+            disclosures::record(tx, caller.workspace_id, &caller.actor(), &[appointment.patient_id], purpose)
+                .await?;
+        }
+        Ok(appointment)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The appointment of a mutation's `(appointment, event)` result.
+fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
+    appointment
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let command = NewAppointment::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| {
+            Ok(changed(appointments::book(tx, ctx, command).await?))
+        })
+        .await
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id: AppointmentId = path_id(&id)?;
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let appointment = appointments::repo::find_visible(&tx, caller.workspace_id, access(&caller), id)
+        .await?
+        .ok_or(DomainError::NotFound)?;
+    // The answer carries the reason (health data): a disclosure about the appointment's patient.
+    let purpose = Purpose::route(routes::GET_APPOINTMENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[appointment.patient_id], purpose)
+        .await?;
+    tx.commit().await?;
+    Ok(Json(appointment).into_response())
+}
+
+pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id = path_id(&id)?;
+    let command = Reschedule::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::reschedule(tx, ctx, id, command).await?))
+        })
+        .await
+}
+
+/// Staff cancel any appointment of their workspace; a patient only their own (the ownership is part
+/// of the locking query, so no other patient's row is locked or revealed).
+pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    let id = path_id(&id)?;
+    let command = Cancel::try_from(request.json()?)?;
+    let access = access(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::cancel(tx, ctx, access, id, command).await?))
+        })
+        .await
+}
+
+pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id = path_id(&id)?;
+    let command = Complete::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(changed(appointments::complete(tx, ctx, id, command).await?))
+        })
+        .await
+}

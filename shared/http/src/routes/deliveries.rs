@@ -1,0 +1,80 @@
+//! `/v1/system/deliveries`: operator tooling for notification deliveries, admin role only.
+//!
+//! - `GET /v1/system/deliveries?status=&limit=&cursor=` lists the caller's workspace's deliveries,
+//!   newest first (ids, statuses, counters, codes; never content), with a signed keyset cursor bound
+//!   to the filter.
+//! - `POST /v1/system/deliveries/{id}/retry|discard` with `{ "reason": "…" }` performs the action
+//!   ([`clinic_core::delivery::admin`]) and answers its audit record; the body is checked (400/422) before
+//!   the row's status is considered, and a status the action does not fit answers 409, recording
+//!   nothing.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::{bad, path_id};
+use crate::auth::Caller;
+use crate::cursor::PageRequest;
+use crate::problem::ApiError;
+use crate::request::JsonBody;
+use crate::AppState;
+use clinic_core::delivery::{admin, DeliveryStatus};
+use clinic_core::ids::{MemberId, NotificationId};
+use clinic_core::operator::{ActionKind, ActionRequest, Operator};
+
+pub async fn list(
+    State(state): State<AppState>,
+    caller: Caller,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let page = PageRequest::parse(&query)?;
+    let status = query
+        .get("status")
+        .map(|raw| DeliveryStatus::parse(raw).ok_or_else(|| bad("status", "must be a delivery status")))
+        .transpose()?;
+    let scope = format!("deliveries:{}:{}", caller.workspace_id, status.map_or("", DeliveryStatus::as_str));
+    let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
+    let conn = state.pool.get().await?;
+    let items = admin::list(&conn, Some(caller.workspace_id), status, before, page.limit).await?;
+    Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
+}
+
+async fn act(
+    state: AppState,
+    caller: Caller,
+    raw_id: String,
+    body: JsonBody,
+    action: ActionKind,
+) -> Result<Response, ApiError> {
+    caller.require_admin()?;
+    let request = ActionRequest::from_body(action, body.value)?;
+    let id: NotificationId = path_id(&raw_id)?;
+    let operator = Operator::member(MemberId::from_ulid(caller.subject));
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let record =
+        admin::perform(&tx, Some(caller.workspace_id), id, action, &request.reason, &operator).await?;
+    tx.commit().await?;
+    Ok(Json(record).into_response())
+}
+
+pub async fn retry(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Retry).await
+}
+
+pub async fn discard(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+    body: JsonBody,
+) -> Result<Response, ApiError> {
+    act(state, caller, id, body, ActionKind::Discard).await
+}

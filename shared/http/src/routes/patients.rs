@@ -1,0 +1,108 @@
+//! `/v1/patients`: create, read, update, delete.
+//!
+//! A patient token reads only its own record; any other patient id answers 404, exactly like a missing
+//! one.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::path_id;
+use crate::auth::Caller;
+use crate::problem::ApiError;
+use crate::unit_of_work::{Answer, Mutation};
+use crate::AppState;
+use clinic_core::db::Tx;
+use clinic_core::disclosures::{self, routes, Purpose};
+use clinic_core::error::{DomainError, DomainResult};
+use clinic_core::events::ResourceType;
+use clinic_core::ids::PatientId;
+use clinic_core::patients::{self, NewPatient, Patient, PatientChanges};
+
+impl Answer for Patient {
+    const RESOURCE: ResourceType = ResourceType::Patient;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    /// A replay answers the patient's personal fields: a disclosure like any read (DESIGN.md §6a).
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        let patient = patients::repo::find(tx, caller.workspace_id, PatientId::from_uuid(id)).await?;
+        if let Some(patient) = &patient {
+            let purpose = Purpose::route(routes::IDEMPOTENT_REPLAY);
+            disclosures::record(tx, caller.workspace_id, &caller.actor(), &[patient.id], purpose).await?;
+        }
+        Ok(patient)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+/// The answer of a deletion: 204 naming the patient (a replay needs no lookup: it is gone).
+pub struct Deleted(PatientId);
+
+impl Answer for Deleted {
+    const RESOURCE: ResourceType = ResourceType::Patient;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.uuid()
+    }
+
+    async fn reload(_tx: &Tx<'_>, _caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(Some(Deleted(PatientId::from_uuid(id))))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        status.into_response()
+    }
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let command = NewPatient::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| Ok(patients::create(tx, ctx, command).await?.0))
+        .await
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id: PatientId = path_id(&id)?;
+    if caller.patient().is_some_and(|own| own != id) {
+        return Err(DomainError::NotFound.into());
+    }
+    let mut conn = state.pool.get().await?;
+    let tx = conn.transaction().await?;
+    let patient = patients::repo::find(&tx, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let purpose = Purpose::route(routes::GET_PATIENT);
+    disclosures::record(&tx, caller.workspace_id, &caller.actor(), &[patient.id], purpose).await?;
+    tx.commit().await?;
+    Ok(Json(patient).into_response())
+}
+
+pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id: PatientId = path_id(&id)?;
+    let changes = PatientChanges::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| Ok(patients::update(tx, ctx, id, changes).await?.0))
+        .await
+}
+
+pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id: PatientId = path_id(&id)?;
+    request
+        .run(StatusCode::NO_CONTENT, async move |tx, ctx| {
+            patients::delete(tx, ctx, id, None).await?;
+            Ok(Deleted(id))
+        })
+        .await
+}

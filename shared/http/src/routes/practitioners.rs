@@ -1,0 +1,64 @@
+//! `/v1/practitioners`: create, read and change (the list is in `lists.rs`).
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+
+use super::path_id;
+use crate::auth::Caller;
+use crate::problem::ApiError;
+use crate::unit_of_work::{Answer, Mutation};
+use crate::AppState;
+use clinic_core::db::Tx;
+use clinic_core::error::{DomainError, DomainResult};
+use clinic_core::events::ResourceType;
+use clinic_core::ids::PractitionerId;
+use clinic_core::practitioners::{self, NewPractitioner, Practitioner, PractitionerChanges};
+
+impl Answer for Practitioner {
+    const RESOURCE: ResourceType = ResourceType::Practitioner;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(practitioners::repo::find(tx, caller.workspace_id, PractitionerId::from_uuid(id)).await?)
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self)).into_response()
+    }
+}
+
+pub async fn create(request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let command = NewPractitioner::try_from(request.json()?)?;
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| Ok(practitioners::create(tx, ctx, command).await?.0))
+        .await
+}
+
+pub async fn get_one(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    caller.require_staff()?;
+    let id: PractitionerId = path_id(&id)?;
+    let conn = state.pool.get().await?;
+    let practitioner =
+        practitioners::repo::find(&conn, caller.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    Ok(Json(practitioner).into_response())
+}
+
+/// `PATCH /v1/practitioners/{id}`: display name, specialty, active flag; optional `expectedVersion`.
+pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_staff()?;
+    let id: PractitionerId = path_id(&id)?;
+    let changes = PractitionerChanges::try_from(request.json()?)?;
+    request
+        .run(StatusCode::OK, async move |tx, ctx| Ok(practitioners::update(tx, ctx, id, changes).await?.0))
+        .await
+}
