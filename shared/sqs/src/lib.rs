@@ -37,6 +37,8 @@ mod breaker;
 pub mod cloudevents;
 mod config;
 pub mod queues;
+#[cfg(test)]
+mod template;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod transport;
