@@ -57,10 +57,20 @@ pub async fn enter(State(state): State<AppState>, mut request: Request, next: Ne
         .map(|path| path.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".into());
     let started = std::time::Instant::now();
+    // Ids only (no path, query, header or body): the route template, the method and the request's ids.
+    let span = tracing::info_span!(
+        "request",
+        method = %method,
+        route = %route,
+        correlation_id = %correlation.id,
+        request_id = %ids.request_id,
+        status = tracing::field::Empty,
+    );
     let mut response = match identified {
-        Ok(()) => next.run(request).await,
+        Ok(()) => tracing::Instrument::instrument(next.run(request), span.clone()).await,
         Err(error) => error.into_response(),
     };
+    span.record("status", response.status().as_u16());
     if let Ok(value) = HeaderValue::from_str(&correlation.header) {
         response.headers_mut().insert(CORRELATION_HEADER, value);
     }

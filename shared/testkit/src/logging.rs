@@ -26,6 +26,8 @@ fn install_subscriber() -> bool {
             .json()
             .with_current_span(true)
             .with_span_list(true)
+            // Every span's close is a line of its own, with its fields: the scans see every span.
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_writer(|| CaptureWriter)
             .with_filter(
                 Targets::new()
@@ -48,7 +50,8 @@ pub fn init_test_logging() {
     install_subscriber();
 }
 
-/// Starts capturing every log line of this process (JSON, `clinic*` at TRACE, others at INFO) so a
+/// Starts capturing every log line and every closed span of this process (JSON, `clinic*` at TRACE,
+/// others at INFO) so a
 /// test can scan them, e.g. for planted health data. Lines from tests running concurrently are
 /// included, which only makes such a scan stricter.
 ///

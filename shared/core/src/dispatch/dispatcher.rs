@@ -162,6 +162,7 @@ impl Dispatcher {
     /// Unit 1: one statement claims the batch (from the claim floor while a backlog lasts). Also
     /// answers whether the claim took every row that was due: it scanned the whole index and came
     /// back short of the batch.
+    #[tracing::instrument(skip_all, name = "dispatch.claim", fields(dispatcher = %self.id))]
     pub(super) async fn claim(&self) -> Result<(Claim, bool), DispatchError> {
         let client = self.pool.get().await?;
         let config = &self.config;
@@ -191,6 +192,7 @@ impl Dispatcher {
     }
 
     /// Unit 2: the transport call, with no connection or transaction held.
+    #[tracing::instrument(skip_all, name = "dispatch.start", fields(dispatcher = %self.id, rows = claim.len()))]
     async fn start(&self, claim: &Claim) -> Vec<RowResult> {
         let mut starts = Vec::new();
         let mut owners = Vec::new();
@@ -230,6 +232,7 @@ impl Dispatcher {
     /// awaited listeners recorded on the row); failures add the starts of the unfinished rows
     /// (`listener_starts`) and one statement for the rows to retry, hold or bury, in one transaction.
     /// One [`RowOutcome`] per row comes out; report, metrics and facts are folds over them.
+    #[tracing::instrument(skip_all, name = "dispatch.mark", fields(dispatcher = %self.id, rows = results.len()))]
     async fn mark(&self, claim: &Claim, results: Vec<RowResult>) -> Result<StepReport, DispatchError> {
         let outage = self.outage_of(&results);
         let mut plans: Vec<Plan> = Vec::with_capacity(claim.len());

@@ -41,6 +41,11 @@ pub async fn run_with(
 /// Runs one delivery in one transaction: the check against the event log folded into the receipt
 /// insert ([`pointer`]), then the work with the stored envelope, then the commit. Every transport
 /// comes through here.
+#[tracing::instrument(
+    skip_all,
+    name = "listener.run",
+    fields(listener = %delivery.listener, event_id = %delivery.envelope.id, event_type = %delivery.envelope.event_type)
+)]
 pub async fn deliver(
     pool: &Pool,
     notifier: &dyn Notifier,

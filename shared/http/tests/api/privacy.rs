@@ -1,6 +1,10 @@
 //! PHI scan: distinctive names, contact details and reasons planted through the API appear nowhere
-//! outside the resource tables — not in events, links, outbox rows, or captured logs.
+//! outside the resource tables — not in events, links, outbox rows, or captured logs and spans (the
+//! request, the dispatcher's claim, start and mark, each listener run).
 
+use std::sync::Arc;
+
+use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
 use clinic_testkit::app::TestApp;
 use serde_json::json;
 
@@ -46,6 +50,14 @@ async fn planted_health_data_stays_in_the_resource_tables() {
         .await;
     assert_eq!(rejected.status, 422);
     assert!(!rejected.text.contains(PLANTED[0]));
+    // The listeners run here too, so their spans (and the dispatcher's) are scanned with the rest.
+    let dispatcher = Dispatcher::new(
+        app.state.pool.clone(),
+        Arc::new(LocalTransport::new(app.state.pool.clone())),
+        DispatchConfig::default(),
+    );
+    dispatcher.drain_once().await.unwrap();
+    assert_eq!(app.count("SELECT 1 FROM event_outbox WHERE status <> 'dispatched'").await, 0);
 
     let conn = app.db.pool.get().await.unwrap();
     let dumps = conn
@@ -62,6 +74,9 @@ async fn planted_health_data_stays_in_the_resource_tables() {
         .unwrap();
     let logged = logs.text();
     assert!(!logged.is_empty(), "requests were logged");
+    for span in ["request", "dispatch.claim", "dispatch.start", "dispatch.mark", "listener.run"] {
+        assert!(logged.contains(&format!("\"name\":\"{span}\"")), "the {span} span was captured and scanned");
+    }
     for value in PLANTED {
         for row in &dumps {
             let table: &str = row.get(0);
