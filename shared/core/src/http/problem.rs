@@ -184,6 +184,9 @@ fn domain_problem(error: &DomainError) -> Problem {
         DomainError::InvalidTransition { .. } => {
             problem(StatusCode::CONFLICT, "invalid-transition", "Invalid status change", error.to_string())
         }
+        DomainError::PatientDeleted => {
+            problem(StatusCode::CONFLICT, "patient-deleted", "Patient deleted", error.to_string())
+        }
         DomainError::UnknownListeners(_) => Problem {
             field: Some("listeners".into()),
             ..problem(StatusCode::CONFLICT, "unknown-listeners", "Unknown listeners", error.to_string())
@@ -193,6 +196,10 @@ fn domain_problem(error: &DomainError) -> Problem {
         }
         DomainError::Unavailable(_) => unavailable(),
         DomainError::Db(db) if crate::db::is_transient(db) => unavailable(),
+        // V16's erasure trigger, reached by a path that did not check first: the same answer.
+        DomainError::Db(db) if crate::db::violated_constraint(db) == Some(crate::db::PATIENT_ERASED) => {
+            domain_problem(&DomainError::PatientDeleted)
+        }
         DomainError::Db(db) if is_unknown_workspace(db) => problem(
             StatusCode::FORBIDDEN,
             "unknown-workspace",

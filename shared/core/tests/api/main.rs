@@ -20,5 +20,6 @@ mod notification_order;
 mod openapi;
 mod privacy;
 mod privacy_erasure;
+mod privacy_erasure_final;
 mod staff_changes_and_plans;
 mod timelines;
