@@ -23,3 +23,4 @@ mod privacy_erasure;
 mod privacy_erasure_final;
 mod staff_changes_and_plans;
 mod timelines;
+mod webhook_ssrf;
