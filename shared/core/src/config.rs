@@ -113,6 +113,8 @@ pub struct ApiConfig {
     /// Where webhook endpoints may point (checked when an endpoint is saved): public https, plus
     /// loopback http only locally with `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1`.
     pub webhook_egress: crate::webhooks::guard::Egress,
+    /// The workspaces known to exist: a caller naming another one is refused (cached per process).
+    pub workspaces: crate::http::auth::KnownWorkspaces,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -136,6 +138,7 @@ impl ApiConfig {
             readiness: readiness()?,
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
             webhook_egress: crate::webhooks::guard::Egress::default(),
+            workspaces: Default::default(),
         })
     }
 
@@ -155,6 +158,7 @@ impl ApiConfig {
             readiness: readiness()?,
             subject_claim: "sub".into(),
             webhook_egress,
+            workspaces: Default::default(),
         })
     }
 }

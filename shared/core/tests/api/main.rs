@@ -12,6 +12,7 @@ mod db_timeouts;
 mod db_tls;
 mod health;
 mod hostile_input;
+mod identity;
 mod isolation_every_route;
 mod lists;
 mod mutations;
