@@ -78,3 +78,28 @@ END;
 $$;
 CREATE TRIGGER patients_erasure_is_final BEFORE UPDATE ON patients
     FOR EACH ROW EXECUTE FUNCTION patients_erasure_is_final();
+
+-- 4. Least privilege (issue 39 item 6): `clinic_app` holds what the code runs, no more. Every
+--    statement against these tables was read before revoking (docs/privacy.md lists them).
+--    Resources are soft-deleted (patients) or kept (appointments, practitioners): no DELETE. UPDATE
+--    only on the columns the code writes: a patient's personal fields, version and times and
+--    `deleted_at` (the erasure sets it; the trigger above refuses setting it back to NULL); an
+--    appointment's times, status, reasons, version, `updated_at` and `patient_erased` (never its
+--    patient, practitioner, workspace or creation); a practitioner's profile, `active`, version and
+--    `updated_at` (never `member_id` or contact details, which the owner sets). Row locks (FOR UPDATE,
+--    FOR SHARE) need UPDATE on one column, which each table keeps.
+REVOKE DELETE, UPDATE, TRUNCATE ON patients, appointments, practitioners FROM clinic_app;
+GRANT UPDATE (given_name, family_name, email, phone, date_of_birth, version, updated_at, deleted_at)
+    ON patients TO clinic_app;
+GRANT UPDATE (starts_at, ends_at, status, reason, cancellation_reason, version, updated_at,
+              patient_erased)
+    ON appointments TO clinic_app;
+GRANT UPDATE (display_name, specialty, active, version, updated_at) ON practitioners TO clinic_app;
+
+--    Receipts: inserted by listeners (pointer.rs), deleted by the retention sweep; never updated.
+--    Starts: inserted by the dispatcher and the reconciler, settled by the receipt trigger,
+--    restarted or marked stuck by the reconciler (those four columns only), and deleted by the
+--    retention sweep and an operator replay.
+REVOKE UPDATE, TRUNCATE ON listener_receipts FROM clinic_app;
+REVOKE UPDATE, TRUNCATE ON listener_starts FROM clinic_app;
+GRANT UPDATE (settled_at, restarts, restarted_at, stuck_at) ON listener_starts TO clinic_app;
