@@ -185,6 +185,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_token_only_while_claimed",
         sql: include_str!("../../../migrations/V15__claim_token_only_while_claimed.sql"),
     },
+    Migration {
+        version: 16,
+        name: "erasure_is_final",
+        sql: include_str!("../../../migrations/V16__erasure_is_final.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"
@@ -343,6 +348,10 @@ pub fn is_transient(error: &tokio_postgres::Error) -> bool {
 }
 
 /// The name of the constraint a database error violated, if any.
+/// The constraint name migration V16's triggers report when a write would touch an erased patient
+/// (personal fields, reasons, times or un-deleting): a final refusal, never a server error.
+pub const PATIENT_ERASED: &str = "patient_erased";
+
 pub fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
     error.as_db_error().and_then(|db| db.constraint())
 }

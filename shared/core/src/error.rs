@@ -21,6 +21,10 @@ pub enum DomainError {
     /// The practitioner was deactivated and takes no new bookings.
     #[error("the practitioner is inactive and cannot be booked")]
     PractitionerInactive,
+    /// The appointment's patient was deleted: its appointments take no change any more (409
+    /// `patient-deleted`; DESIGN.md §6c).
+    #[error("the patient of this appointment is deleted; the appointment cannot be changed")]
+    PatientDeleted,
     /// The resource's status does not allow the action (cancelling a completed appointment).
     #[error("cannot {action} an appointment that is {status}")]
     InvalidTransition { action: &'static str, status: &'static str },

@@ -20,6 +20,14 @@ const INSERT_WORKSPACE: &str =
     "INSERT INTO workspaces (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING";
 const CREATE: &str = "INSERT INTO workspaces (id, name, time_zone) VALUES ($1, $2, $3) RETURNING created_at";
 
+const EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM workspaces WHERE id = $1)";
+
+/// True when the workspace exists (the API refuses a token naming another one; cached by
+/// `http::auth::KnownWorkspaces`).
+pub async fn exists(client: &impl GenericClient, id: WorkspaceId) -> Result<bool, tokio_postgres::Error> {
+    Ok(sql::query_one(client, EXISTS, &[&id]).await?.get(0))
+}
+
 const LIST: &str = "SELECT id, name, time_zone, created_at FROM workspaces ORDER BY created_at, id";
 
 /// An IANA time zone name such as `Europe/Lisbon`, in its canonical spelling.

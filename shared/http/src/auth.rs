@@ -1,9 +1,14 @@
 //! Who is calling: verified claims (`sub`, `workspace_id`, `role`) become a [`Caller`].
 //!
 //! Behind API Gateway the JWT authorizer has verified the token and the Lambda adapter inserts its
-//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself (expiry
-//! required; `alg: none` and every other algorithm are rejected). A request without a usable identity
-//! answers 401; tokens are never logged.
+//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself like the
+//! deployed authorizer does: `exp`, `iss` ([`LOCAL_ISSUER`]) and `aud` ([`LOCAL_AUDIENCE`]) required,
+//! `nbf` checked when present; `alg: none` and every other algorithm are rejected. A request without a
+//! usable identity answers 401; tokens are never logged.
+//!
+//! A verified caller whose workspace does not exist is refused (403 `unknown-workspace`,
+//! DESIGN.md §6c) before any route runs: [`KnownWorkspaces`] asks the database once per workspace
+//! and process, never per request once the workspace is known.
 //!
 //! The subject is a ULID or a hyphenated UUID — the same 128 bits (Cognito's `sub` is a UUID: a
 //! member created with that UUID as its id is that user). Behind API Gateway the subject is read from
@@ -11,7 +16,8 @@
 //! provider whose `sub` is not the member or patient id can carry the id in a claim of its own (for
 //! Cognito, one a pre-token-generation trigger adds to the access token).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
@@ -120,13 +126,23 @@ fn parse_subject(text: &str) -> Option<Ulid> {
     parse_ulid(text).ok()
 }
 
+/// The issuer (`iss`) of locally issued tokens; the local verifier accepts no other.
+pub const LOCAL_ISSUER: &str = "clinic-local";
+/// The audience (`aud`) of locally issued tokens: this API; the local verifier accepts no other.
+pub const LOCAL_AUDIENCE: &str = "clinic-api";
+
 /// The claims of a locally issued token.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TokenClaims {
     pub sub: String,
     pub workspace_id: String,
     pub role: String,
+    pub iss: String,
+    pub aud: String,
     pub exp: u64,
+    /// Not before: optional in a token, checked when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
     pub iat: u64,
 }
 
@@ -143,7 +159,10 @@ pub fn issue_token(
         sub: sub.to_string(),
         workspace_id: workspace_id.to_string(),
         role: role.as_str().into(),
+        iss: LOCAL_ISSUER.into(),
+        aud: LOCAL_AUDIENCE.into(),
         iat: now,
+        nbf: Some(now),
         exp: now + ttl.as_secs(),
     };
     let key = EncodingKey::from_secret(secret)?;
@@ -153,7 +172,10 @@ pub fn issue_token(
 fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
     let token = authorization.strip_prefix("Bearer ")?.trim();
     let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_required_spec_claims(&["exp"]);
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    validation.set_issuer(&[LOCAL_ISSUER]);
+    validation.set_audience(&[LOCAL_AUDIENCE]);
+    validation.validate_nbf = true;
     validation.leeway = 5;
     let key = DecodingKey::from_secret(secret).ok()?;
     let data = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation).ok()?;
@@ -187,6 +209,57 @@ pub fn identify(state: &AppState, request: &mut Request) -> Result<(), ApiError>
         Err(ApiError::Unauthenticated)
     } else {
         Ok(())
+    }
+}
+
+/// The workspaces this process has seen exist. The application never deletes a workspace
+/// (`clinic_app` holds no DELETE on `workspaces`), so a workspace found is remembered for the life of
+/// the process: one query per workspace and process, none per request once cached. A workspace not
+/// found is not remembered, so one created a moment later is accepted at once; each request naming it
+/// asks again (its token had to verify first). Clones share the cache.
+#[derive(Clone, Default)]
+pub struct KnownWorkspaces {
+    known: Arc<RwLock<HashSet<WorkspaceId>>>,
+}
+
+impl std::fmt::Debug for KnownWorkspaces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnownWorkspaces").finish_non_exhaustive()
+    }
+}
+
+/// Bounds the cache; past it the cache starts over (each workspace then costs one query again).
+const MAX_KNOWN_WORKSPACES: usize = 100_000;
+
+impl KnownWorkspaces {
+    /// True when the workspace exists (from the cache, else from the database).
+    pub async fn exists(&self, pool: &deadpool_postgres::Pool, id: WorkspaceId) -> Result<bool, ApiError> {
+        if self.known.read().unwrap_or_else(|poisoned| poisoned.into_inner()).contains(&id) {
+            return Ok(true);
+        }
+        let conn = pool.get().await?;
+        let exists = clinic_core::workspaces::exists(&conn, id).await?;
+        if exists {
+            let mut known = self.known.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if known.len() >= MAX_KNOWN_WORKSPACES {
+                known.clear();
+            }
+            known.insert(id);
+        }
+        Ok(exists)
+    }
+}
+
+/// Refuses a caller ([`identify`]'s, if any) that names a workspace that does not exist (403
+/// `unknown-workspace`); a request without a caller passes.
+pub async fn require_known_workspace(state: &AppState, caller: Option<Caller>) -> Result<(), ApiError> {
+    let Some(caller) = caller else {
+        return Ok(());
+    };
+    if state.api.workspaces.exists(&state.pool, caller.workspace_id).await? {
+        Ok(())
+    } else {
+        Err(ApiError::UnknownWorkspace)
     }
 }
 
@@ -224,6 +297,43 @@ mod tests {
         assert_eq!(caller.subject, from_uuid);
     }
 
+    /// Issue 39 item 4: the local verifier checks `nbf`, `iss` and `aud` like the deployed one
+    /// (issuer `clinic-local`, audience `clinic-api`), besides `exp`.
+    #[test]
+    fn checks_not_before_issuer_and_audience() {
+        let now = chrono::Utc::now().timestamp();
+        let sign = |claims: serde_json::Value| {
+            let key = EncodingKey::from_secret(b"secret").unwrap();
+            format!("Bearer {}", jsonwebtoken::encode(&Header::default(), &claims, &key).unwrap())
+        };
+        let claims = |iss: Option<&str>, aud: Option<&str>, nbf: i64| {
+            let mut claims = serde_json::json!({
+                "sub": Ulid::generate().to_string(), "workspace_id": WorkspaceId::generate().to_string(),
+                "role": "admin", "iat": now, "exp": now + 3600, "nbf": nbf,
+            });
+            if let Some(iss) = iss {
+                claims["iss"] = iss.into();
+            }
+            if let Some(aud) = aud {
+                claims["aud"] = aud.into();
+            }
+            claims
+        };
+        for (what, token) in [
+            ("nbf a day ahead, no iss or aud", sign(claims(None, None, now + 86_400))),
+            ("no iss or aud", sign(claims(None, None, now))),
+            ("no aud", sign(claims(Some("clinic-local"), None, now))),
+            ("nbf a day ahead", sign(claims(Some("clinic-local"), Some("clinic-api"), now + 86_400))),
+            ("no iss", sign(claims(None, Some("clinic-api"), now))),
+            ("another iss", sign(claims(Some("https://evil.example"), Some("clinic-api"), now))),
+            ("another aud", sign(claims(Some("clinic-local"), Some("other-app"), now))),
+        ] {
+            assert!(verify_bearer(b"secret", &token).is_none(), "{what} must be refused");
+        }
+        let good = sign(claims(Some("clinic-local"), Some("clinic-api"), now));
+        assert!(verify_bearer(b"secret", &good).is_some(), "a token with the local issuer and audience");
+    }
+
     #[test]
     fn rejects_alg_none_and_expired_tokens() {
         use base64::Engine;
@@ -242,7 +352,10 @@ mod tests {
             sub: Ulid::generate().to_string(),
             workspace_id: WorkspaceId::generate().to_string(),
             role: "admin".into(),
+            iss: LOCAL_ISSUER.into(),
+            aud: LOCAL_AUDIENCE.into(),
             exp: 1_000,
+            nbf: None,
             iat: 0,
         };
         let token =

@@ -43,6 +43,8 @@ pub struct ApiConfig {
     /// Where webhook endpoints may point (checked when an endpoint is saved): public https, plus
     /// loopback http only locally with `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1`.
     pub webhook_egress: clinic_core::webhooks::guard::Egress,
+    /// The workspaces known to exist: a caller naming another one is refused (cached per process).
+    pub workspaces: crate::auth::KnownWorkspaces,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -66,6 +68,7 @@ impl ApiConfig {
             readiness: readiness()?,
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
             webhook_egress: clinic_core::webhooks::guard::Egress::default(),
+            workspaces: Default::default(),
         })
     }
 
@@ -85,6 +88,7 @@ impl ApiConfig {
             readiness: readiness()?,
             subject_claim: "sub".into(),
             webhook_egress,
+            workspaces: Default::default(),
         })
     }
 }

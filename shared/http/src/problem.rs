@@ -34,6 +34,9 @@ pub enum ApiError {
     MethodNotAllowed,
     #[error("the database did not pass the readiness check")]
     NotReady,
+    /// A verified token whose workspace does not exist.
+    #[error("unknown workspace")]
+    UnknownWorkspace,
     #[error(transparent)]
     Domain(#[from] DomainError),
 }
@@ -138,6 +141,7 @@ impl ApiError {
                 "Not ready",
                 "The database did not answer the readiness check.".into(),
             ),
+            ApiError::UnknownWorkspace => unknown_workspace(),
             ApiError::NoRoute => {
                 problem(StatusCode::NOT_FOUND, "no-route", "Not found", "No such route.".into())
             }
@@ -184,6 +188,9 @@ fn domain_problem(error: &DomainError) -> Problem {
         DomainError::InvalidTransition { .. } => {
             problem(StatusCode::CONFLICT, "invalid-transition", "Invalid status change", error.to_string())
         }
+        DomainError::PatientDeleted => {
+            problem(StatusCode::CONFLICT, "patient-deleted", "Patient deleted", error.to_string())
+        }
         DomainError::UnknownListeners(_) => Problem {
             field: Some("listeners".into()),
             ..problem(StatusCode::CONFLICT, "unknown-listeners", "Unknown listeners", error.to_string())
@@ -193,18 +200,29 @@ fn domain_problem(error: &DomainError) -> Problem {
         }
         DomainError::Unavailable(_) => unavailable(),
         DomainError::Db(db) if clinic_core::db::is_transient(db) => unavailable(),
-        DomainError::Db(db) if is_unknown_workspace(db) => problem(
-            StatusCode::FORBIDDEN,
-            "unknown-workspace",
-            "Unknown workspace",
-            "The workspace in your token is not provisioned.".into(),
-        ),
+        // V16's erasure trigger, reached by a path that did not check first: the same answer.
+        DomainError::Db(db)
+            if clinic_core::db::violated_constraint(db) == Some(clinic_core::db::PATIENT_ERASED) =>
+        {
+            domain_problem(&DomainError::PatientDeleted)
+        }
+        DomainError::Db(db) if is_unknown_workspace(db) => unknown_workspace(),
         DomainError::Db(_) => problem(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
             "Internal error",
             "Something went wrong on our side; quote the correlation id.".into(),
         ),
+    }
+}
+
+fn unknown_workspace() -> Problem {
+    Problem {
+        status: StatusCode::FORBIDDEN,
+        slug: "unknown-workspace",
+        title: "Unknown workspace",
+        detail: "The workspace in your token is not provisioned.".into(),
+        field: None,
     }
 }
 

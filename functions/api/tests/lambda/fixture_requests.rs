@@ -39,6 +39,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             readiness: Readiness::new(std::time::Duration::from_secs(10)),
             subject_claim: "sub".into(),
             webhook_egress: Default::default(),
+            workspaces: Default::default(),
         },
     }
 }

@@ -13,6 +13,12 @@
 //!   deleted patient survives.
 //! - A patient's access ([`Access::OwnAppointmentsOf`]) is part of the repository's query, so another
 //!   patient's appointment is not found and never locked.
+//! - Erasure is final (DESIGN.md §6c): once a patient's deletion committed, every appointment of the
+//!   patient carries `patient_erased` (set by the erasure in the deletion's transaction, which waits
+//!   for any change holding the row). Staff changes of such an appointment answer `PatientDeleted`
+//!   (409) and write nothing; a patient token finds none of them (404, an empty schedule); only the
+//!   deletion's listener cancels the future ones, without a reason. Migration V16's trigger refuses
+//!   the rest in the database, and an erased patient's appointments block no slot.
 //! - An inactive practitioner cannot be booked (`PractitionerInactive`, 409); the practitioner row is
 //!   share-locked while the booking commits, so a concurrent deactivation cannot slip in between.
 
@@ -78,6 +84,10 @@ pub struct Appointment {
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// The patient was deleted: the appointment is final except for the listener's cancellation.
+    /// Not answered (a deleted patient's appointment reads like any other, without reasons).
+    #[serde(skip)]
+    pub patient_erased: bool,
 }
 
 fn required_id<T: std::str::FromStr>(fields: &mut Fields, field: &str) -> Result<T, FieldError> {
@@ -192,11 +202,12 @@ pub enum Access {
     OwnAppointmentsOf(PatientId),
 }
 
-fn map_double_booking(error: tokio_postgres::Error) -> DomainError {
-    if violated_constraint(&error) == Some("appointments_no_double_booking") {
-        DomainError::DoubleBooked
-    } else {
-        DomainError::Db(error)
+/// A refused write of an appointment: the double-booking constraint, or V16's erasure trigger.
+fn map_write_error(error: tokio_postgres::Error) -> DomainError {
+    match violated_constraint(&error) {
+        Some("appointments_no_double_booking") => DomainError::DoubleBooked,
+        Some(crate::db::PATIENT_ERASED) => DomainError::PatientDeleted,
+        _ => DomainError::Db(error),
     }
 }
 
@@ -239,16 +250,18 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
         version: 1,
         created_at: now,
         updated_at: now,
+        patient_erased: false,
     };
     let event = appointment_event(EventType::AppointmentCreated, &appointment);
     sql::prepare_group(tx, &[repo::INSERT, APPEND_EVENT]).await?;
     let (inserted, appended) =
         futures::future::join(repo::insert(tx, &appointment), append(tx, &ctx.cause, event)).await;
-    inserted.map_err(map_double_booking)?;
+    inserted.map_err(map_write_error)?;
     Ok((appointment, appended?))
 }
 
-/// Locks a booked appointment the caller may change, checking the expected version.
+/// Locks a booked appointment the caller may change, checking the expected version. An appointment
+/// of a deleted patient is final (`PatientDeleted`), whatever its status.
 async fn lock_for_change(
     tx: &Tx<'_>,
     ctx: &Ctx,
@@ -259,6 +272,9 @@ async fn lock_for_change(
 ) -> DomainResult<Appointment> {
     let appointment =
         repo::lock_visible(tx, ctx.workspace_id, access, id).await?.ok_or(DomainError::NotFound)?;
+    if appointment.patient_erased {
+        return Err(DomainError::PatientDeleted);
+    }
     check_version(expected_version, appointment.version)?;
     if appointment.status != AppointmentStatus::Booked {
         return Err(DomainError::InvalidTransition { action, status: appointment.status.as_str() });
@@ -275,7 +291,7 @@ async fn save(
 ) -> DomainResult<(Appointment, Envelope)> {
     appointment.version += 1;
     appointment.updated_at = crate::domain::values::now();
-    repo::update(tx, &appointment).await.map_err(map_double_booking)?;
+    repo::update(tx, &appointment).await.map_err(map_write_error)?;
     let mut event = appointment_event(event_type, &appointment);
     event.changed_fields = changed;
     let event = append(tx, &ctx.cause, event).await?;

@@ -14,7 +14,7 @@ use crate::ids::{AppointmentId, PatientId, WorkspaceId};
 macro_rules! columns {
     () => {
         "id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, \
-         status, reason, cancellation_reason, version, created_at, updated_at"
+         status, reason, cancellation_reason, version, created_at, updated_at, patient_erased"
     };
 }
 
@@ -40,6 +40,7 @@ pub(super) fn from_row(row: &Row) -> Appointment {
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
+        patient_erased: row.get("patient_erased"),
     }
 }
 
@@ -126,10 +127,11 @@ pub async fn lock(
     lock_visible(client, workspace_id, Access::Workspace, id).await
 }
 
-const FIND_OF_PATIENT: &str = concat!(select!(), " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3");
+const FIND_OF_PATIENT: &str =
+    concat!(select!(), " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3 AND NOT patient_erased");
 
 /// The appointment as `access` may see it: a patient's query names the patient, so another
-/// patient's appointment is not found.
+/// patient's appointment is not found, and a deleted patient's token finds none of its own.
 pub async fn find_visible(
     client: &impl GenericClient,
     workspace_id: WorkspaceId,
@@ -139,8 +141,10 @@ pub async fn find_visible(
     visible(client, workspace_id, access, id, (FIND, FIND_OF_PATIENT)).await
 }
 
-const LOCK_OF_PATIENT: &str =
-    concat!(select!(), " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3 FOR UPDATE");
+const LOCK_OF_PATIENT: &str = concat!(
+    select!(),
+    " WHERE workspace_id = $1 AND id = $2 AND patient_id = $3 AND NOT patient_erased FOR UPDATE"
+);
 
 /// Like [`find_visible`], locked `FOR UPDATE` for the rest of the transaction. The ownership is in the
 /// WHERE clause, so a row the caller may not see is never locked.

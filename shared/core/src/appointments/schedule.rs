@@ -27,7 +27,7 @@ pub const MAX_WINDOW_DAYS: i64 = 31;
 /// Whole workspace: `appointments_schedule_idx`.
 pub const IN_WORKSPACE: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
-       cancellation_reason, version, created_at, updated_at
+       cancellation_reason, version, created_at, updated_at, patient_erased
 FROM appointments
 WHERE workspace_id = $1 AND (starts_at, id) > ($2, $3) AND starts_at < $4
   AND ($5::text IS NULL OR status = $5)
@@ -37,7 +37,7 @@ LIMIT $6";
 /// One practitioner (and optionally one patient of theirs): `appointments_practitioner_schedule_idx`.
 pub const OF_PRACTITIONER: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
-       cancellation_reason, version, created_at, updated_at
+       cancellation_reason, version, created_at, updated_at, patient_erased
 FROM appointments
 WHERE workspace_id = $1 AND practitioner_id = $7 AND (starts_at, id) > ($2, $3) AND starts_at < $4
   AND ($5::text IS NULL OR status = $5) AND ($8::uuid IS NULL OR patient_id = $8)
@@ -47,7 +47,7 @@ LIMIT $6";
 /// One patient: `appointments_patient_schedule_idx`.
 pub const OF_PATIENT: &str = "\
 SELECT id, workspace_id, patient_id, practitioner_id, starts_at, ends_at, status, reason,
-       cancellation_reason, version, created_at, updated_at
+       cancellation_reason, version, created_at, updated_at, patient_erased
 FROM appointments
 WHERE workspace_id = $1 AND patient_id = $7 AND (starts_at, id) > ($2, $3) AND starts_at < $4
   AND ($5::text IS NULL OR status = $5)

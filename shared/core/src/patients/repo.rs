@@ -123,10 +123,13 @@ pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), toki
 }
 
 /// Erases a deleted patient in one statement (DESIGN.md §6a): marks the row deleted with its new
-/// version, clears its personal fields (names, email, phone, date of birth), and clears the free-text
-/// reasons of every appointment of the patient. Ids, statuses, versions and times stay, so timelines
-/// and history stay whole; appointment versions are not bumped (erasure is not a domain change and
-/// emits no event of its own). Answers the number of appointments whose reasons were cleared.
+/// version, clears its personal fields (names, email, phone, date of birth), and marks EVERY
+/// appointment of the patient `patient_erased` with its free-text reasons cleared. Writing every
+/// appointment (not only those with a reason in this statement's snapshot) makes the erasure wait for
+/// a concurrent change holding one of them and clear what it wrote; a change after the commit finds
+/// the flag on the row it locked (DESIGN.md §6c, migration V16). Ids, statuses, versions and times
+/// stay, so timelines and history stay whole; appointment versions are not bumped (erasure is not a
+/// domain change and emits no event of its own). Answers the number of appointments erased.
 const ERASE: &str = "\
 WITH patient AS (
     UPDATE patients
@@ -135,9 +138,8 @@ WITH patient AS (
     WHERE workspace_id = $1 AND id = $2
     RETURNING id
 ), reasons AS (
-    UPDATE appointments SET reason = NULL, cancellation_reason = NULL
+    UPDATE appointments SET reason = NULL, cancellation_reason = NULL, patient_erased = true
     WHERE workspace_id = $1 AND patient_id = $2
-      AND (reason IS NOT NULL OR cancellation_reason IS NOT NULL)
     RETURNING id
 )
 SELECT (SELECT count(*) FROM patient), (SELECT count(*) FROM reasons)";

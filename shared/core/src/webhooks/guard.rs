@@ -5,10 +5,11 @@
 //!   only when [`Egress::allow_loopback_http`] is set (`clinic dev`, `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP`)
 //!   and then only when every address of the host is loopback.
 //! - The host is resolved through a [`Resolve`] at save ([`check_url`]) and again at every attempt
-//!   ([`resolve_target`]); the answer is refused when ANY address is loopback, private (RFC 1918, ULA),
-//!   link-local (including the cloud metadata address 169.254.169.254), CGNAT (100.64.0.0/10),
-//!   multicast, broadcast, reserved, documentation or unspecified — also when hidden in an IPv4-mapped,
-//!   IPv4-compatible, NAT64 or 6to4 IPv6 form.
+//!   ([`resolve_target`]); the answer is refused unless EVERY address is global unicast (an
+//!   allowlist, [`forbidden`]): public IPv4, and IPv6 in `2000::/3` outside the IANA special-purpose
+//!   blocks (6to4, Teredo and the rest of `2001::/23`, documentation, SRv6). IPv4 hidden in an IPv6
+//!   form (mapped, SIIT, compatible, NAT64 `64:ff9b::/96` and `64:ff9b:1::/48`, 6to4) is decoded.
+//! - A refusal of a host name never says what the name resolved to ([`Refused::ForbiddenName`]).
 //! - The caller connects to the returned [`Target::addr`] (the address that was checked), never
 //!   resolving the name a second time; the name only goes into TLS (SNI, certificate) and `Host`.
 
@@ -45,8 +46,13 @@ pub enum Refused {
     BadUrl,
     #[error("plain http is allowed only for loopback endpoints in local development")]
     NotHttps,
-    #[error("the host resolves to a forbidden address ({0})")]
+    /// An address written in the URL: its class may be named (the caller wrote the address).
+    #[error("the address is not a public unicast address ({0})")]
     Forbidden(&'static str),
+    /// A host name that resolves to a forbidden address: the text says what is wrong without telling
+    /// what the name resolved to (that would map an internal network); the class is kept for tests.
+    #[error("the host name must resolve only to public unicast addresses")]
+    ForbiddenName(&'static str),
     #[error("the host does not resolve")]
     Unresolvable,
 }
@@ -56,7 +62,7 @@ impl Refused {
         match self {
             Refused::BadUrl => "bad_url",
             Refused::NotHttps => "not_https",
-            Refused::Forbidden(_) => "forbidden_address",
+            Refused::Forbidden(_) | Refused::ForbiddenName(_) => "forbidden_address",
             Refused::Unresolvable => "unresolvable",
         }
     }
@@ -107,7 +113,11 @@ pub struct Target {
     pub addr: SocketAddr,
 }
 
-/// The class of a forbidden address, or `None` for a public unicast one.
+/// The class of a forbidden address, or `None` for a global unicast one: an allowlist. IPv4 must be
+/// public; IPv6 must be in `2000::/3` outside the IANA special-purpose blocks. Every form that embeds
+/// an IPv4 address (mapped, SIIT, compatible, NAT64 well-known and local-use, 6to4) is decoded and
+/// answered with the embedded address's class when that one is forbidden, and refused in any case:
+/// the translator or relay that would carry it is not a destination a webhook should name.
 pub fn forbidden(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => forbidden_v4(v4),
@@ -126,7 +136,9 @@ fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
         _ if a == 100 && (64..=127).contains(&b) => "cgnat",
         _ if (224..=239).contains(&a) => "multicast",
         _ if a >= 240 => "reserved",
+        // IETF protocol assignments (192.0.0.0/24), the deprecated 6to4 relay anycast, benchmarking.
         _ if a == 192 && b == 0 && c == 0 => "reserved",
+        _ if (a, b, c) == (192, 88, 99) => "reserved",
         _ if a == 198 && (18..=19).contains(&b) => "reserved",
         _ if (a, b, c) == (192, 0, 2) || (a, b, c) == (198, 51, 100) || (a, b, c) == (203, 0, 113) => {
             "documentation"
@@ -135,36 +147,59 @@ fn forbidden_v4(ip: Ipv4Addr) -> Option<&'static str> {
     })
 }
 
+/// The IPv4 address in the last 32 bits of `ip`.
+fn low_v4(ip: Ipv6Addr) -> Ipv4Addr {
+    let [.., a, b, c, d] = ip.octets();
+    Ipv4Addr::new(a, b, c, d)
+}
+
 fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     let segments = ip.segments();
-    let embedded = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return forbidden_v4(v4).or(Some("ipv4_mapped"));
-    }
-    Some(match segments {
-        _ if ip.is_unspecified() => "unspecified",
-        _ if ip.is_loopback() => "loopback",
-        // IPv4-compatible (deprecated, ::a.b.c.d): never a real destination.
-        [0, 0, 0, 0, 0, 0, _, _] => "ipv4_compatible",
-        // NAT64 (64:ff9b::/96) reaches the embedded IPv4 address.
-        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => return forbidden_v4(embedded(hi, lo)).or(Some("nat64")),
+    // The embedded address's class when it is forbidden, else the form's own.
+    let embedding = |v4: Ipv4Addr, form: &'static str| Some(forbidden_v4(v4).unwrap_or(form));
+    match segments {
+        _ if ip.is_unspecified() => Some("unspecified"),
+        _ if ip.is_loopback() => Some("loopback"),
+        // IPv4-mapped ::ffff:a.b.c.d and SIIT ::ffff:0:a.b.c.d (RFC 7915).
+        [0, 0, 0, 0, 0, 0xffff, _, _] => embedding(low_v4(ip), "ipv4_mapped"),
+        [0, 0, 0, 0, 0xffff, 0, _, _] => embedding(low_v4(ip), "ipv4_translated"),
+        // IPv4-compatible (deprecated, ::a.b.c.d).
+        [0, 0, 0, 0, 0, 0, _, _] => embedding(low_v4(ip), "ipv4_compatible"),
+        // NAT64: the well-known prefix 64:ff9b::/96 and the local-use 64:ff9b:1::/48 (RFC 8215).
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => embedding(low_v4(ip), "nat64"),
+        [0x64, 0xff9b, 1, ..] => embedding(low_v4(ip), "nat64"),
         // 6to4 (2002::/16) embeds an IPv4 address in segments 1–2.
-        [0x2002, hi, lo, ..] => return forbidden_v4(embedded(hi, lo)).or(Some("6to4")),
-        [first, ..] if first & 0xfe00 == 0xfc00 => "private",
-        [first, ..] if first & 0xffc0 == 0xfe80 => "link_local",
-        [first, ..] if first & 0xffc0 == 0xfec0 => "site_local",
-        [first, ..] if first & 0xff00 == 0xff00 => "multicast",
-        [0x2001, 0x0db8, ..] => "documentation",
-        _ => return None,
-    })
+        [0x2002, hi, lo, ..] => {
+            let [a, b] = hi.to_be_bytes();
+            let [c, d] = lo.to_be_bytes();
+            embedding(Ipv4Addr::new(a, b, c, d), "6to4")
+        }
+        // Discard-only 100::/64 and the dummy prefix 100:0:0:1::/64 (RFC 6666, RFC 9780).
+        [0x100, 0, 0, 0 | 1, ..] => Some("discard"),
+        [first, ..] if first & 0xfe00 == 0xfc00 => Some("private"),
+        [first, ..] if first & 0xffc0 == 0xfe80 => Some("link_local"),
+        [first, ..] if first & 0xffc0 == 0xfec0 => Some("site_local"),
+        [first, ..] if first & 0xff00 == 0xff00 => Some("multicast"),
+        // Only global unicast 2000::/3 is allowed from here on.
+        [first, ..] if first & 0xe000 != 0x2000 => Some("not_global_unicast"),
+        // Teredo 2001::/32 inside the IETF protocol assignments 2001::/23 (benchmarking 2001:2::/48,
+        // ORCHID, AMT, AS112 …): none is a webhook receiver.
+        [0x2001, 0, ..] => Some("teredo"),
+        [0x2001, second, ..] if second < 0x0200 => Some("reserved"),
+        [0x2001, 0x0db8, ..] => Some("documentation"),
+        [first, ..] if first & 0xfff0 == 0x3ff0 => Some("documentation"),
+        // SRv6 segment identifiers (5f00::/16, RFC 9602).
+        [0x5f00, ..] => Some("reserved"),
+        _ => None,
+    }
 }
 
 /// Parses and resolves `url`; every address must be allowed. Answers the address to connect to.
 pub async fn resolve_target(url: &str, egress: Egress, resolver: &dyn Resolve) -> Result<Target, Refused> {
     let url = EndpointUrl::parse(url)?;
-    let addresses: Vec<IpAddr> = match url.host.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => resolver.resolve(&url.host, url.port).await.map_err(|_| Refused::Unresolvable)?,
+    let (addresses, literal) = match url.host.parse::<IpAddr>() {
+        Ok(ip) => (vec![ip], true),
+        Err(_) => (resolver.resolve(&url.host, url.port).await.map_err(|_| Refused::Unresolvable)?, false),
     };
     let first = *addresses.first().ok_or(Refused::Unresolvable)?;
     let loopback_dev = egress.allow_loopback_http && !url.https;
@@ -173,7 +208,8 @@ pub async fn resolve_target(url: &str, egress: Egress, resolver: &dyn Resolve) -
             None if loopback_dev => return Err(Refused::NotHttps),
             None => {}
             Some("loopback") if loopback_dev => {}
-            Some(class) => return Err(Refused::Forbidden(class)),
+            Some(class) if literal => return Err(Refused::Forbidden(class)),
+            Some(class) => return Err(Refused::ForbiddenName(class)),
         }
     }
     if !url.https && !loopback_dev {
@@ -256,7 +292,12 @@ mod tests {
             ("https://[::ffff:8.8.8.8]/", "ipv4_mapped"),
             ("https://[64:ff9b::a00:1]/", "private"),
             ("https://[2002:c0a8:101::1]/", "private"),
-            ("https://[::7f00:1]/", "ipv4_compatible"),
+            ("https://[::7f00:1]/", "loopback"),
+            ("https://[::808:808]/", "ipv4_compatible"),
+            ("https://[::ffff:0:a9fe:a9fe]/", "metadata"),
+            ("https://[64:ff9b:1::a00:1]/", "private"),
+            ("https://[2001::1]/", "teredo"),
+            ("https://[100::1]/", "discard"),
         ] {
             assert_eq!(check(url).await, Err(Refused::Forbidden(class)), "{url}");
         }
@@ -270,15 +311,82 @@ mod tests {
 
     #[tokio::test]
     async fn names_resolving_to_forbidden_addresses_are_refused() {
-        assert_eq!(check("https://internal.example.com/").await, Err(Refused::Forbidden("private")));
-        assert_eq!(check("https://metadata.example.com/").await, Err(Refused::Forbidden("metadata")));
-        assert_eq!(check("https://mapped.example.com/").await, Err(Refused::Forbidden("private")));
-        assert_eq!(check("https://ula.example.com/").await, Err(Refused::Forbidden("private")));
-        assert_eq!(check("https://cgnat.example.com/").await, Err(Refused::Forbidden("cgnat")));
+        assert_eq!(check("https://internal.example.com/").await, Err(Refused::ForbiddenName("private")));
+        assert_eq!(check("https://metadata.example.com/").await, Err(Refused::ForbiddenName("metadata")));
+        assert_eq!(check("https://mapped.example.com/").await, Err(Refused::ForbiddenName("private")));
+        assert_eq!(check("https://ula.example.com/").await, Err(Refused::ForbiddenName("private")));
+        assert_eq!(check("https://cgnat.example.com/").await, Err(Refused::ForbiddenName("cgnat")));
         // One bad address among good ones is enough (DNS rebinding with several records).
-        assert_eq!(check("https://rebind.example.com/").await, Err(Refused::Forbidden("loopback")));
-        assert_eq!(check("https://localhost/").await, Err(Refused::Forbidden("loopback")));
+        assert_eq!(check("https://rebind.example.com/").await, Err(Refused::ForbiddenName("loopback")));
+        assert_eq!(check("https://localhost/").await, Err(Refused::ForbiddenName("loopback")));
         assert_eq!(check("https://nowhere.example.com/").await, Err(Refused::Unresolvable));
+    }
+
+    /// Issue 39 item 5: the forms that slipped through a denylist, and the IANA special-purpose blocks
+    /// an allowlist of global unicast refuses, literal or behind a name.
+    #[tokio::test]
+    async fn only_global_unicast_is_allowed_with_every_ipv4_embedding_decoded() {
+        for url in [
+            // The five forms of the issue.
+            "https://[::ffff:0:a9fe:a9fe]/",
+            "https://[::ffff:0:7f00:1]/",
+            "https://[64:ff9b:1::a9fe:a9fe]/",
+            "https://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/",
+            "https://[100::1]/",
+            // More embeddings and special-purpose blocks.
+            "https://[::ffff:0:808:808]/",
+            "https://[64:ff9b:1:ffff::1]/",
+            "https://[64:ff9b::808:808]/",
+            "https://[::808:808]/",
+            "https://[2002:808:808::1]/",
+            "https://[2001::1]/",
+            "https://[2001:2::1]/",
+            "https://[2001:10::1]/",
+            "https://[2001:db8::1]/",
+            "https://[3fff::1]/",
+            "https://[5f00::1]/",
+            "https://[100:0:0:1::1]/",
+            "https://[4000::1]/",
+            "https://[e000::1]/",
+            "https://[fec0::1]/",
+            "https://192.88.99.1/",
+            "https://192.0.0.9/",
+            "https://198.18.0.1/",
+        ] {
+            let refused = check(url).await.expect_err(url);
+            assert_eq!(refused.code(), "forbidden_address", "{url}");
+        }
+        for url in ["https://[2606:4700::1111]/", "https://[2a00:1450:4001:80b::200e]/", "https://1.1.1.1/"] {
+            assert!(check(url).await.is_ok(), "{url}");
+        }
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let names = Table(HashMap::from([
+            ("siit.example.com", vec![ip("::ffff:0:a9fe:a9fe")]),
+            ("nat64.example.com", vec![ip("64:ff9b:1::a00:1")]),
+            ("teredo.example.com", vec![ip("2001:0:4136:e378:8000:63bf:3fff:fdd2")]),
+            ("discard.example.com", vec![ip("100::1")]),
+        ]));
+        for host in ["siit.example.com", "nat64.example.com", "teredo.example.com", "discard.example.com"] {
+            let url = format!("https://{host}/");
+            let refused = resolve_target(&url, Egress::default(), &names).await.expect_err(host);
+            assert_eq!(refused.code(), "forbidden_address", "{host}");
+        }
+    }
+
+    /// A refusal of a name says what is wrong without telling what the name resolved to (no address,
+    /// no class such as "private" that would map an internal network); a literal may be named.
+    #[tokio::test]
+    async fn a_refused_name_does_not_reveal_what_it_resolved_to() {
+        for host in ["internal.example.com", "metadata.example.com", "localhost", "rebind.example.com"] {
+            let refused = check(&format!("https://{host}/")).await.expect_err(host);
+            let text = refused.to_string();
+            for secret in ["private", "metadata", "loopback", "10.0.0.7", "169.254", "127.0.0.1"] {
+                assert!(!text.contains(secret), "{host}: {text}");
+            }
+            assert!(text.contains("public"), "{host}: {text}");
+        }
+        let literal = check("https://10.0.0.7/").await.unwrap_err().to_string();
+        assert!(literal.contains("private"), "{literal}");
     }
 
     #[tokio::test]

@@ -7,7 +7,8 @@
 //! - A list that answers patients' personal fields or appointment reasons records one disclosure per
 //!   listed patient (purpose: the route), in the transaction of the read (DESIGN.md §6a).
 //! - Patient search is staff and admin only; a patient token on the schedule view sees only its own
-//!   appointments (any other `patientId` answers an empty page, as an unknown id does for staff).
+//!   appointments (any other `patientId` answers an empty page, as an unknown id does for staff),
+//!   and a deleted patient's token an empty page.
 
 use std::collections::{BTreeSet, HashMap};
 use std::str::FromStr;
@@ -113,8 +114,13 @@ pub async fn schedule(
             (a.starts_at, a.id.ulid())
         }));
     }
-    let read =
-        async |tx: &Tx<'_>| schedule::list(tx, caller.workspace_id, &schedule, after, page.limit).await;
+    // A deleted patient's token lists nothing: its appointments are not its own any more.
+    let own_only = caller.patient().is_some();
+    let read = async |tx: &Tx<'_>| {
+        let mut items = schedule::list(tx, caller.workspace_id, &schedule, after, page.limit).await?;
+        items.retain(|a| !(own_only && a.patient_erased));
+        Ok(items)
+    };
     let items = read_disclosed(&state, &caller, SCHEDULE_ROUTE, read, |a| a.patient_id).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |a| (a.starts_at, a.id.ulid())))
 }

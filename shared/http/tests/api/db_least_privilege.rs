@@ -24,6 +24,45 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("webhook_deliveries", &["DELETE", "INSERT", "SELECT"]),
     ("webhook_attempts", &["DELETE", "INSERT", "SELECT"]),
     ("webhook_endpoint_actions", &["INSERT", "SELECT"]),
+    // Issue 39 item 6: resources are soft-deleted, never deleted, and updated column by column (below);
+    // receipts are inserted and swept; starts are inserted, settled/restarted (columns) and swept.
+    ("patients", &["INSERT", "SELECT"]),
+    ("appointments", &["INSERT", "SELECT"]),
+    ("practitioners", &["INSERT", "SELECT"]),
+    ("listener_receipts", &["DELETE", "INSERT", "SELECT"]),
+    ("listener_starts", &["DELETE", "INSERT", "SELECT"]),
+];
+
+/// Exactly the columns `clinic_app` may UPDATE, where it updates by column: those the code writes.
+const UPDATABLE: &[(&str, &[&str])] = &[
+    (
+        "patients",
+        &[
+            "date_of_birth",
+            "deleted_at",
+            "email",
+            "family_name",
+            "given_name",
+            "phone",
+            "updated_at",
+            "version",
+        ],
+    ),
+    (
+        "appointments",
+        &[
+            "cancellation_reason",
+            "ends_at",
+            "patient_erased",
+            "reason",
+            "starts_at",
+            "status",
+            "updated_at",
+            "version",
+        ],
+    ),
+    ("practitioners", &["active", "display_name", "specialty", "updated_at", "version"]),
+    ("listener_starts", &["restarted_at", "restarts", "settled_at", "stuck_at"]),
 ];
 
 async fn refused(client: &tokio_postgres::Client, statement: &str) {
@@ -93,6 +132,19 @@ async fn clinic_app_holds_only_what_the_code_uses() {
         "UPDATE webhook_deliveries SET event_id = gen_random_uuid()",
         "UPDATE webhook_deliveries SET endpoint_id = gen_random_uuid()",
         "UPDATE webhook_attempts SET status_code = 200",
+        // Resources are soft-deleted, never deleted; their ids, workspace and creation never change.
+        "DELETE FROM patients",
+        "DELETE FROM appointments",
+        "DELETE FROM practitioners",
+        "UPDATE patients SET workspace_id = workspace_id",
+        "UPDATE patients SET notifications_opt_out = true",
+        "UPDATE appointments SET patient_id = patient_id",
+        "UPDATE appointments SET created_at = created_at",
+        "UPDATE practitioners SET member_id = NULL",
+        // Receipts are never rewritten; starts keep their pair and start time.
+        "UPDATE listener_receipts SET received_at = now()",
+        "UPDATE listener_starts SET started_at = now()",
+        "UPDATE listener_starts SET event_id = event_id",
     ] {
         refused(&role, statement).await;
     }
@@ -134,6 +186,22 @@ async fn clinic_app_holds_only_what_the_code_uses() {
         ["id", "workspace_id", "event_id", "listener", "idempotency_key", "recipient_id", "template"]
     {
         assert!(!updatable.contains(content), "{content} must not be updatable: {updatable:?}");
+    }
+    for (table, expected) in UPDATABLE {
+        let held: BTreeSet<String> = owner
+            .query(
+                "SELECT column_name::text FROM information_schema.column_privileges \
+                 WHERE grantee = 'clinic_app' AND table_schema = 'public' AND table_name = $1 \
+                   AND privilege_type = 'UPDATE'",
+                &[table],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        let expected: BTreeSet<String> = expected.iter().map(|c| c.to_string()).collect();
+        assert_eq!(held, expected, "UPDATE columns of {table}");
     }
     let anywhere: i64 = owner
         .query_one(

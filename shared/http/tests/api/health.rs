@@ -25,6 +25,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             readiness: Readiness::new(interval),
             subject_claim: "sub".into(),
             webhook_egress: Default::default(),
+            workspaces: Default::default(),
         },
     }
 }

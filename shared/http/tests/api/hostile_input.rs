@@ -252,8 +252,11 @@ async fn forged_expired_unsigned_and_foreign_tokens_answer_401() {
     let now = chrono::Utc::now().timestamp();
     let workspace = app.workspace.id.to_string();
     let sub = app.workspace.admin_id.to_string();
-    let claims =
-        |exp: i64| json!({"sub": sub, "workspace_id": workspace, "role": "admin", "iat": now, "exp": exp});
+    let (iss, aud) = (clinic_http::auth::LOCAL_ISSUER, clinic_http::auth::LOCAL_AUDIENCE);
+    let claims = |exp: i64| {
+        json!({"sub": sub, "workspace_id": workspace, "role": "admin", "iat": now, "exp": exp,
+               "iss": iss, "aud": aud})
+    };
     let hs256 = json!({"alg": "HS256", "typ": "JWT"});
     let secret = TEST_SECRET.as_bytes();
 
@@ -284,12 +287,13 @@ async fn forged_expired_unsigned_and_foreign_tokens_answer_401() {
     let no_exp = sign(&hs256, &json!({"sub": sub, "workspace_id": workspace, "role": "admin"}), secret);
     let bad_role = sign(
         &hs256,
-        &json!({"sub": sub, "workspace_id": workspace, "role": "root", "exp": now + 600}),
+        &json!({"sub": sub, "workspace_id": workspace, "role": "root", "exp": now + 600, "iss": iss, "aud": aud}),
         secret,
     );
     let bad_workspace = sign(
         &hs256,
-        &json!({"sub": sub, "workspace_id": "'; DROP TABLE events;--", "role": "admin", "exp": now + 600}),
+        &json!({"sub": sub, "workspace_id": "'; DROP TABLE events;--", "role": "admin", "exp": now + 600,
+                "iss": iss, "aud": aud}),
         secret,
     );
     let forged: Vec<(&str, String)> = vec![
@@ -299,6 +303,21 @@ async fn forged_expired_unsigned_and_foreign_tokens_answer_401() {
         ("tampered payload", tampered_payload),
         ("flipped signature", flipped_signature),
         ("expired", sign(&hs256, &claims(now - 3600), secret)),
+        ("not yet valid", {
+            let mut early = claims(now + 600);
+            early["nbf"] = json!(now + 86_400);
+            sign(&hs256, &early, secret)
+        }),
+        ("another issuer", {
+            let mut other = claims(now + 600);
+            other["iss"] = json!("https://issuer.example");
+            sign(&hs256, &other, secret)
+        }),
+        ("another audience", {
+            let mut other = claims(now + 600);
+            other["aud"] = json!("another-api");
+            sign(&hs256, &other, secret)
+        }),
         ("alg none", unsigned),
         ("alg none with a signature", unsigned_with_signature),
         (
@@ -334,14 +353,18 @@ async fn forged_expired_unsigned_and_foreign_tokens_answer_401() {
     }
     assert_eq!(app.count("SELECT 1 FROM events").await, events_before, "nothing was written");
     // A token of a role that exists but was issued for another workspace reads nothing of this one.
-    let stranger = clinic_testkit::app::token(
+    let stranger = app.add_workspace().await.admin;
+    let listed = app.call("GET", "/v1/notifications", Some(&stranger), None).await;
+    assert_eq!(listed.status, 200);
+    assert_eq!(listed.body["items"], json!([]));
+    // One for a workspace that does not exist is refused (DESIGN.md §6c).
+    let ghost = clinic_testkit::app::token(
         clinic_core::ids::WorkspaceId::generate(),
         ulid::Ulid::generate(),
         Role::Admin,
     );
-    let listed = app.call("GET", "/v1/notifications", Some(&stranger), None).await;
-    assert_eq!(listed.status, 200);
-    assert_eq!(listed.body["items"], json!([]));
+    let refused = app.call("GET", "/v1/notifications", Some(&ghost), None).await;
+    assert_problem(&refused, 403, "unknown workspace");
 }
 
 #[tokio::test]
