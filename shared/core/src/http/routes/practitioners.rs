@@ -17,7 +17,7 @@ use crate::ids::PractitionerId;
 use crate::practitioners::{self, NewPractitioner, Practitioner, PractitionerChanges};
 
 impl Answer for Practitioner {
-    const RESOURCE: ResourceType = ResourceType::Practitioner;
+    const RESOURCE: &'static str = ResourceType::Practitioner.as_str();
 
     fn resource_id(&self) -> uuid::Uuid {
         self.id.uuid()
