@@ -247,7 +247,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     assert_eq!(received[3]["verified"], json!([true, true]));
     assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status <> 'delivered'").await, 0);
 
-    // Disabled: no fan-out, no delivery.
+    // Disabled: the delivery is created and held (no attempt) until the endpoint is enabled.
     let off = app
         .call(
             "PATCH",
@@ -261,7 +261,11 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
         "startsAt": "2031-05-01T09:00:00Z", "endsAt": "2031-05-01T09:30:00Z"});
     assert_eq!(app.call("POST", "/v1/appointments", Some(&staff), Some(third)).await.status, 201);
     dispatcher.drain_once().await.unwrap();
-    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries").await, 3);
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries").await, 4);
+    assert_eq!(
+        app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND attempts = 0").await,
+        1
+    );
     // Every webhook-id arrived, none more often than the recover asked for (at-least-once).
     let mut ids: Vec<String> = receiver.received().await.iter().map(|r| r["id"].to_string()).collect();
     ids.sort();
@@ -303,4 +307,151 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
 
 fn uuid_of(id: &str) -> uuid::Uuid {
     uuid::Uuid::from(id.parse::<ulid::Ulid>().unwrap())
+}
+
+/// An app whose webhooks may reach the loopback receiver, with a dispatcher (local transport) and a
+/// sender with short timeouts.
+async fn loopback_app() -> (TestApp, Arc<WebhookSender>, Dispatcher) {
+    let mut app = TestApp::new().await;
+    app.state.api.webhook_egress = Egress { allow_loopback_http: true };
+    app.router = router(app.state.clone());
+    let config = WebhookConfig {
+        egress: Egress { allow_loopback_http: true },
+        timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
+        ..WebhookConfig::default()
+    };
+    let sender =
+        Arc::new(WebhookSender::new(app.state.pool.clone(), config, clinic_sqs::webhook_body("/clinic")));
+    let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
+    let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
+    (app, sender, dispatcher)
+}
+
+/// Issue 38 defect 3 (failed against a86860d: no delivery was created while the endpoint was off):
+/// events committed while an endpoint is disabled are held — created, not sent, no attempt spent —
+/// and after enable + recover every one of them reaches the receiver exactly once.
+#[tokio::test]
+async fn events_committed_while_an_endpoint_is_off_arrive_once_after_enable() {
+    let (app, sender, dispatcher) = loopback_app().await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let receiver = Receiver::start(0, &[]).await;
+    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
+        "eventTypes": ["appointment.created"]});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
+    let endpoint = created.body["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/webhooks/endpoints/{endpoint}");
+
+    let since = chrono::Utc::now().to_rfc3339();
+    let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
+    assert_eq!(off.status, 200, "{}", off.text);
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, json!({"givenName": "Off", "familyName": "Line"})).await;
+    let mut booked = Vec::new();
+    for day in 1..=3 {
+        let starts = format!("2031-06-0{day}T09:00:00Z");
+        let ends = format!("2031-06-0{day}T09:30:00Z");
+        booked.push(app.book(&staff, &patient, &practitioner, &starts, &ends).await["id"].clone());
+    }
+    dispatcher.drain_once().await.unwrap();
+    sender.send_due(10).await.unwrap();
+    // Held while off: one delivery per event, none attempted.
+    assert_eq!(
+        app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'pending' AND attempts = 0").await,
+        3
+    );
+    assert_eq!(app.count("SELECT 1 FROM webhook_attempts").await, 0);
+    assert!(receiver.received().await.is_empty());
+
+    let on = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": true}))).await;
+    assert_eq!(on.status, 200, "{}", on.text);
+    let recover = json!({"since": since});
+    let recovered = app.call("POST", &format!("{path}/recover"), Some(&admin), Some(recover)).await;
+    assert_eq!(recovered.status, 200, "{}", recovered.text);
+    send_until(&sender, &receiver, "the held deliveries", |r| r.len() >= 3).await;
+    sender.send_due(10).await.unwrap();
+    let received = receiver.received().await;
+    assert_eq!(received.len(), 3, "each held event exactly once: {received:#?}");
+    let mut subjects: Vec<Value> = received.iter().map(|r| r["body"]["subject"].clone()).collect();
+    subjects.sort_by_key(Value::to_string);
+    booked.sort_by_key(Value::to_string);
+    assert_eq!(subjects, booked);
+    assert!(received.iter().all(|r| r["verified"] == json!([true])), "{received:#?}");
+    assert_eq!(
+        app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'delivered' AND attempts = 1").await,
+        3
+    );
+}
+
+/// Issue 38 defect 6 (failed against a86860d: the second create made a second endpoint with a
+/// second secret): every mutating webhook route honours `Idempotency-Key`; a replay answers the
+/// endpoint as it is now and never the secret (no stored copy of it exists); the same key with
+/// another body answers 422 and writes nothing.
+#[tokio::test]
+async fn a_repeated_idempotency_key_changes_a_webhook_endpoint_once() {
+    let (app, _, _) = loopback_app().await;
+    let admin = app.workspace.admin.clone();
+    let create = |key: &'static str, body: Value| {
+        let admin = admin.clone();
+        let app = &app;
+        async move {
+            app.call_with(
+                "POST",
+                "/v1/webhooks/endpoints",
+                Some(&admin),
+                Some(body),
+                &[("idempotency-key", key)],
+            )
+            .await
+        }
+    };
+    let body = json!({"url": "http://127.0.0.1:9/hook", "eventTypes": ["appointment.created"]});
+    let first = create("hook-1", body.clone()).await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let secret = first.body["secret"].as_str().unwrap().to_owned();
+    let again = create("hook-1", body.clone()).await;
+    assert_eq!(again.status, 201, "{}", again.text);
+    assert_eq!(again.body["id"], first.body["id"], "one endpoint for one key");
+    assert!(again.body.get("secret").is_none(), "a replay never shows the secret: {}", again.text);
+    assert_eq!(app.count("SELECT 1 FROM webhook_endpoints").await, 1);
+    let other = create("hook-1", json!({"url": "http://127.0.0.1:9/other"})).await;
+    assert_eq!(other.status, 422, "{}", other.text);
+    assert_eq!(app.count("SELECT 1 FROM webhook_endpoints").await, 1);
+
+    let id = first.body["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/webhooks/endpoints/{id}");
+    let call = |method: &'static str, path: String, key: &'static str, body: Option<Value>| {
+        let admin = admin.clone();
+        let app = &app;
+        async move { app.call_with(method, &path, Some(&admin), body, &[("idempotency-key", key)]).await }
+    };
+    let rotated = call("POST", format!("{path}/rotate"), "rotate-1", Some(json!({"overlapHours": 0}))).await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let rotated_again =
+        call("POST", format!("{path}/rotate"), "rotate-1", Some(json!({"overlapHours": 0}))).await;
+    assert_eq!(rotated_again.status, 200, "{}", rotated_again.text);
+    assert!(rotated_again.body.get("secret").is_none(), "{}", rotated_again.text);
+    let patched = call("PATCH", path.clone(), "patch-1", Some(json!({"description": "billing"}))).await;
+    assert_eq!(patched.status, 200, "{}", patched.text);
+    let patched_again = call("PATCH", path.clone(), "patch-1", Some(json!({"description": "billing"}))).await;
+    assert_eq!(patched_again.body["version"], patched.body["version"], "{}", patched_again.text);
+    let since = json!({"since": "2030-01-01T00:00:00Z"});
+    for _ in 0..2 {
+        let recovered = call("POST", format!("{path}/recover"), "recover-1", Some(since.clone())).await;
+        assert_eq!(recovered.status, 200, "{}", recovered.text);
+    }
+    for _ in 0..2 {
+        let deleted = call("DELETE", path.clone(), "delete-1", None).await;
+        assert_eq!(deleted.status, 204, "{}", deleted.text);
+    }
+    let audit = |action: &str| format!("SELECT 1 FROM webhook_endpoint_actions WHERE action = '{action}'");
+    for action in ["create", "rotate", "update", "recover", "delete"] {
+        assert_eq!(app.count(&audit(action)).await, 1, "{action} ran once");
+    }
+    let stored =
+        app.count(&format!("SELECT 1 FROM idempotency_keys t WHERE t::text LIKE '%{secret}%'")).await;
+    assert_eq!(stored, 0, "no stored answer holds the secret");
 }

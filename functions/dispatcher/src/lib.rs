@@ -17,7 +17,7 @@
 //!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
 //!   dispatcher's own one-minute schedule carries it.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
@@ -51,7 +51,9 @@ pub enum Mode {
     Deliver,
     /// Restart listener starts whose receipt is overdue (custody), through this function's transport.
     Reconcile,
-    /// Send due webhook deliveries (retries and leftovers), disable endpoints failing for days.
+    /// Disable endpoints failing for days, then send due webhook deliveries (retries, leftovers and
+    /// held ones of re-enabled endpoints) until the invocation's deadline is too close for another
+    /// attempt. Its own function and schedule in template.yaml (`WebhookSenderFunction`).
     Webhooks,
 }
 
@@ -189,7 +191,11 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         }
         Mode::Webhooks => {
             if let Some(sender) = &state.housekeeping.webhooks {
-                answer.webhooks = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
+                // Bounded by the invocation's deadline (minus the margin): a receiver that never
+                // answers cannot keep the run past it; the automatic disable runs first.
+                let deadline = (event.context.deadline != 0)
+                    .then(|| Instant::now() + window_for(Duration::MAX, event.context.deadline));
+                answer.webhooks = Some(sender.send_due_until(DELIVER_MAX_STEPS, deadline).await?);
             }
         }
         Mode::Reconcile => {

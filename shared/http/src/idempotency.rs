@@ -20,7 +20,6 @@ use sha2::{Digest, Sha256};
 
 use super::problem::ApiError;
 use clinic_core::db::sql;
-use clinic_core::events::ResourceType;
 use clinic_core::ids::WorkspaceId;
 
 const HEADER: &str = "idempotency-key";
@@ -70,7 +69,8 @@ impl Fingerprint {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredAnswer {
     pub status: StatusCode,
-    pub resource_type: ResourceType,
+    /// A [`clinic_core::events::ResourceType`]'s name, or a resource without events (`webhook_endpoint`).
+    pub resource_type: &'static str,
     pub resource_id: uuid::Uuid,
 }
 
@@ -148,7 +148,7 @@ pub async fn store(
             &key.0,
             &fingerprint.0,
             &(answer.status.as_u16() as i16),
-            &answer.resource_type.as_str(),
+            &answer.resource_type,
             &answer.resource_id,
         ],
     )

@@ -29,12 +29,13 @@ use super::AppState;
 use clinic_core::context::Ctx;
 use clinic_core::db::Tx;
 use clinic_core::error::{DomainError, DomainResult};
-use clinic_core::events::{Cause, KeyDigest, ResourceType};
+use clinic_core::events::{Cause, KeyDigest};
 
 /// What a mutation answers with, and how a replay of it is answered.
 pub trait Answer: Sized {
-    /// The type of the resource the answer names (stored with the idempotency key).
-    const RESOURCE: ResourceType;
+    /// The type of the resource the answer names (stored with the idempotency key): a
+    /// [`clinic_core::events::ResourceType`]'s name, or a resource without events such as `webhook_endpoint`.
+    const RESOURCE: &'static str;
 
     /// The id of the resource the answer names.
     fn resource_id(&self) -> uuid::Uuid;

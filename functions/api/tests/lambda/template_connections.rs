@@ -49,6 +49,9 @@ fn the_template_bounds_every_function_and_matches_the_documented_budget() {
     let housekeeping = entry("HousekeepingFunction");
     assert_eq!(number(&housekeeping, "ReservedConcurrentExecutions: "), 1);
     let housekeeping_connections = number(&housekeeping, "CLINIC_DB_POOL_SIZE: ");
+    let webhook_sender = entry("WebhookSenderFunction");
+    assert_eq!(number(&webhook_sender, "ReservedConcurrentExecutions: "), 1);
+    let webhook_sender_connections = number(&webhook_sender, "CLINIC_DB_POOL_SIZE: ");
 
     let per_queue = number(&entry("ListenerMaxConcurrency"), "Default: ");
     let listeners: Vec<String> = clinic_core::listeners::Listener::ALL
@@ -68,8 +71,11 @@ fn the_template_bounds_every_function_and_matches_the_documented_budget() {
         listener_connections += per_queue * number(function, "CLINIC_DB_POOL_SIZE: ");
     }
 
-    let total =
-        api_instances * api_pool + dispatcher_connections + housekeeping_connections + listener_connections;
+    let total = api_instances * api_pool
+        + dispatcher_connections
+        + housekeeping_connections
+        + webhook_sender_connections
+        + listener_connections;
     let stated = format!("| **total** | | | **{total}** |");
     assert!(BUDGET_DOC.contains(&stated), "docs/connections.md states the defaults' total {total}: {stated}");
 }

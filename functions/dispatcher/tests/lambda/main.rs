@@ -5,3 +5,4 @@ mod alarms_doc;
 mod fixture_scheduled_tick;
 mod fixture_template;
 mod handler;
+mod webhooks_mode;

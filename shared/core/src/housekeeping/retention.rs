@@ -21,6 +21,8 @@
 //!    looks at appointments starting in the future, so such a row can never dedupe anything again.
 //! 7. `webhook_deliveries` that were `delivered` longer ago than the retention, with their
 //!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
+//! 8. rotated-out webhook signing secrets whose overlap ended (`webhook_endpoints.previous_secret`
+//!    set to NULL): a secret rotated because it leaked leaves the row at the end of its overlap.
 //!
 //! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
 //! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
@@ -116,6 +118,8 @@ pub struct SweepReport {
     pub appointment_reminders: u64,
     pub listener_rejections: u64,
     pub webhook_deliveries: u64,
+    /// Rotated-out webhook secrets cleared (their overlap ended).
+    pub webhook_previous_secrets: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -315,6 +319,18 @@ pub async fn sweep(
             break;
         }
     }
+    // 8. Rotated-out webhook secrets whose overlap ended.
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let cleared = crate::webhooks::endpoints::clear_expired_previous(&client, config.batch).await?;
+        report.batches += 1;
+        report.webhook_previous_secrets += cleared;
+        if cleared < config.batch as u64 {
+            break;
+        }
+    }
     Ok(finish(report, true))
 }
 
@@ -333,6 +349,7 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         appointment_reminders = report.appointment_reminders,
         listener_rejections = report.listener_rejections,
         webhook_deliveries = report.webhook_deliveries,
+        webhook_previous_secrets = report.webhook_previous_secrets,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"

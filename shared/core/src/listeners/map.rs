@@ -7,8 +7,10 @@
 //! - [`listeners`] is an exhaustive `match` over [`EventType`] with no wildcard arm, so a new event
 //!   type does not compile until its listener list (possibly empty) is written here.
 //! - [`Listener::WebhookFanOut`] may run for every event type; the dispatcher starts it for an event
-//!   only when an enabled webhook endpoint of the event's workspace subscribes to its type (decided
-//!   in the claim statement, one cheap indexed probe per claimed row: [`routed`]). [`listeners`]
+//!   only when a webhook endpoint of the event's workspace subscribes to its type — enabled, or
+//!   disabled for less than `webhooks::fanout::HOLD_DAYS` (its deliveries are held) — decided in the
+//!   claim statement by the one predicate `webhooks::fanout::SUBSCRIBED`, one cheap indexed probe per
+//!   claimed row: [`routed`]. [`listeners`]
 //!   lists the built-in listeners every event of a type gets.
 
 use std::fmt;
@@ -81,7 +83,7 @@ pub fn listeners(event: EventType) -> &'static [Listener] {
 }
 
 /// The listeners the dispatcher starts for an event: [`listeners`], then the webhook fan-out when
-/// `webhooks` (an enabled endpoint of the workspace subscribes to the type).
+/// `webhooks` (an endpoint of the workspace subscribes to the type: `webhooks::fanout::SUBSCRIBED`).
 pub fn routed(event: EventType, webhooks: bool) -> impl Iterator<Item = Listener> {
     listeners(event).iter().copied().chain(webhooks.then_some(Listener::WebhookFanOut))
 }

@@ -8,6 +8,8 @@
 //!   again at every attempt.
 //! - The secrets leave this module only inside [`Signing`] (for the sender) and in the one answer of
 //!   create and rotate ([`Created`]); [`Endpoint`] (what lists and reads answer) has no secret.
+//! - A rotated-out secret lives in the row only during its overlap: none is kept for an overlap of
+//!   0, and the retention sweep clears it once the overlap ended ([`clear_expired_previous`]).
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -328,11 +330,15 @@ pub async fn delete(
     Ok(())
 }
 
-const ROTATE: &str = "UPDATE webhook_endpoints SET previous_secret = secret, secret = $3, \
-       previous_expires_at = now() + $4::float8 * interval '1 hour', version = version + 1, updated_at = now() \
+const ROTATE: &str = "UPDATE webhook_endpoints SET \
+       previous_secret = CASE WHEN $4::float8 > 0 THEN secret END, secret = $3, \
+       previous_expires_at = CASE WHEN $4::float8 > 0 THEN now() + $4::float8 * interval '1 hour' END, \
+       version = version + 1, updated_at = now() \
      WHERE workspace_id = $1 AND id = $2 RETURNING ";
 
-/// Makes a new secret current; the old one keeps signing for `overlap_hours` (0: stops at once).
+/// Makes a new secret current; the old one keeps signing for `overlap_hours` (0: it is dropped at
+/// once, not kept in the row). When the overlap ends the retention sweep clears it from the row
+/// ([`clear_expired_previous`]); until then [`signing`] already ignores it.
 pub async fn rotate(
     client: &impl GenericClient,
     workspace: WorkspaceId,
@@ -351,6 +357,20 @@ pub async fn rotate(
         .ok_or(DomainError::NotFound)?;
     audit(client, workspace, id, "rotate", actor, json!({ "overlapHours": overlap_hours })).await?;
     Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
+}
+
+/// Clears, in one bounded batch of `$1`, the previous secrets whose rotation overlap has ended: a
+/// rotated-out secret (rotated perhaps because it leaked) does not stay in the row and its backups.
+const CLEAR_EXPIRED_PREVIOUS: &str = "UPDATE webhook_endpoints SET previous_secret = NULL, \
+       previous_expires_at = NULL \
+     WHERE id IN (SELECT id FROM webhook_endpoints WHERE previous_expires_at <= now() LIMIT $1)";
+
+/// The retention sweep's step: answers how many previous secrets it cleared.
+pub async fn clear_expired_previous(
+    client: &impl GenericClient,
+    batch: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    sql::execute(client, CLEAR_EXPIRED_PREVIOUS, &[&batch]).await
 }
 
 const SIGNING: &str = "SELECT secret, CASE WHEN previous_expires_at > now() THEN previous_secret END \

@@ -4,10 +4,11 @@
 //! - [`endpoints`]: what a workspace registers (URL, description, event-type filter, secrets with a
 //!   rotation overlap), with an append-only audit of every change.
 //! - [`fanout`]: the `webhook_fan_out` listener's effect — one delivery per (subscribed endpoint,
-//!   event), `UNIQUE(endpoint_id, event_id)`, in the listener's receipt transaction. The dispatcher
-//!   starts the fan-out only for events that some enabled endpoint subscribes to
-//!   ([`crate::listeners::map::routed`], predicate [`fanout::SUBSCRIBED`]), so workspaces without
-//!   webhooks pay nothing.
+//!   event), `UNIQUE(endpoint_id, event_id)`, in the listener's receipt transaction; a disabled
+//!   endpoint's deliveries are created and held until it is enabled (bounded by
+//!   [`fanout::HOLD_DAYS`]). The dispatcher starts the fan-out only for events that some such
+//!   endpoint subscribes to ([`crate::listeners::map::routed`], predicate [`fanout::SUBSCRIBED`]), so
+//!   workspaces without webhooks pay nothing.
 //! - [`sender`]: claims due deliveries under a lease, checks the URL again ([`guard`]), POSTs the
 //!   signed identifier-only CloudEvent ([`signing`], [`client`]), records the attempt, marks fenced.
 //!
@@ -15,7 +16,7 @@
 //!
 //! | status      | moved in by | moved out by |
 //! |-------------|-------------|--------------|
-//! | `pending`   | [`fanout::fan_out`]; [`store::recover`] (an admin's recover-since) | a sender's claim → `sending` |
+//! | `pending`   | [`fanout::fan_out`] (also for a disabled endpoint: held, no attempt spent); [`store::recover`] (an admin's recover-since) | a sender's claim → `sending` (only while the endpoint is enabled) |
 //! | `sending`   | claim (lease = `available_at`); also a `sending` row whose lease ended (its sender died: sent again, same `webhook-id`) | the claim holder's mark → `delivered`, `retry`, `failed`; an expired lease on the last attempt → `failed` (`attempts_exhausted`) |
 //! | `retry`     | mark: a retryable failure with attempts left; `available_at` = the schedule's next step | claim once due (only while the endpoint is enabled) |
 //! | `delivered` | mark: a 2xx answer | final; swept by retention |

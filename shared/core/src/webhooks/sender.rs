@@ -13,6 +13,16 @@
 //! An endpoint whose attempts have failed without a success for [`WebhookConfig::disable_after`]
 //! (5 days) is disabled (`failing`), audited, counted in the `WebhookEndpointDisabled` metric; its
 //! pending deliveries stay and resume when it is enabled again.
+//!
+//! Bounded against a receiver that never answers (one slow clinic must not starve the others):
+//! - one attempt lasts at most [`WebhookSender::attempt_bound`] (the resolution's connect bound plus
+//!   the request's total timeout), and the attempts of one step run side by side;
+//! - a claim takes at most [`MAX_IN_FLIGHT_PER_ENDPOINT`] attempts of one endpoint, counting its
+//!   attempts still in flight, so a hanging endpoint holds few slots of a batch;
+//! - [`WebhookSender::send_due_until`] claims no new batch when the time left before its deadline
+//!   (the invocation's) cannot cover one attempt, so a run ends before its deadline;
+//! - the automatic disable of failing endpoints is its own step, run first, so sending that uses up
+//!   the time (or fails) cannot postpone it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,6 +57,10 @@ pub const SCHEDULE: [Duration; 7] = [
 ];
 /// Attempts in all: the first and one per step of [`SCHEDULE`].
 pub const MAX_ATTEMPTS: i32 = SCHEDULE.len() as i32 + 1;
+/// At most this many attempts of one endpoint are in flight (leased) at once.
+pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
+/// Time kept beyond one attempt's bound for the claim and the mark (database round trips).
+const STEP_SLACK: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
 
 /// Settings (environment variables, parsed once; docs/configuration.md).
@@ -116,6 +130,8 @@ pub struct WebhookReport {
     pub failed: u64,
     pub fenced: u64,
     pub disabled_endpoints: u64,
+    /// The run stopped claiming because its deadline was too close for another attempt.
+    pub stopped_at_deadline: bool,
 }
 
 impl WebhookReport {
@@ -214,14 +230,39 @@ impl WebhookSender {
         }
     }
 
-    /// Sends due deliveries until none is due or `max_steps` batches ran; disables failing endpoints.
+    /// Disables failing endpoints, then sends due deliveries until none is due or `max_steps`
+    /// batches ran (no deadline: the CLI and `clinic dev`'s loop).
     pub async fn send_due(&self, max_steps: usize) -> Result<WebhookReport, WebhookError> {
-        let mut total = WebhookReport::default();
+        self.send_due_until(max_steps, None).await
+    }
+
+    /// The longest one attempt can take: the resolution (bounded by the connect timeout) and the
+    /// request (bounded by the total timeout).
+    pub fn attempt_bound(&self) -> Duration {
+        self.config.timeouts.connect + self.config.timeouts.total
+    }
+
+    /// [`WebhookSender::send_due`] bounded by `deadline`: first the automatic disable of failing
+    /// endpoints (its own step, whatever sending does next), then batches until none is due,
+    /// `max_steps` ran, or the time left cannot cover one more attempt and its marks (no claim is
+    /// taken that could outlive the deadline; the report says `stoppedAtDeadline`).
+    pub async fn send_due_until(
+        &self,
+        max_steps: usize,
+        deadline: Option<Instant>,
+    ) -> Result<WebhookReport, WebhookError> {
+        let mut total =
+            WebhookReport { disabled_endpoints: self.disable_failing().await?, ..WebhookReport::default() };
         {
             let client = self.pool.get().await?;
             store::fail_exhausted(&client, MAX_ATTEMPTS).await?;
         }
+        let needed = self.attempt_bound() + STEP_SLACK;
         for _ in 0..max_steps {
+            if deadline.is_some_and(|deadline| deadline.saturating_duration_since(Instant::now()) < needed) {
+                total.stopped_at_deadline = true;
+                break;
+            }
             let report = self.step(None).await?;
             total.delivered += report.delivered;
             total.retried += report.retried;
@@ -231,7 +272,6 @@ impl WebhookSender {
                 break;
             }
         }
-        total.disabled_endpoints = self.disable_failing().await?;
         Ok(total)
     }
 
@@ -253,7 +293,8 @@ impl WebhookSender {
         let claimed = {
             let client = self.pool.get().await?;
             let lease_ms = self.config.lease.as_secs_f64() * 1000.0;
-            store::claim(&client, self.config.batch, token, lease_ms, event, MAX_ATTEMPTS).await?
+            let (batch, cap) = (self.config.batch, MAX_IN_FLIGHT_PER_ENDPOINT);
+            store::claim(&client, batch, token, lease_ms, event, MAX_ATTEMPTS, cap).await?
         };
         let mut report = WebhookReport::default();
         let attempts = claimed.iter().map(|delivery| self.attempt(delivery, token));

@@ -23,11 +23,21 @@ pub struct Claimed {
 
 /// Due deliveries of enabled endpoints (pending, retry whose time came, sending whose lease ended),
 /// claimed under `$2` with a lease of `$3` ms; `$4` restricts to one event (the first attempt right
-/// after the fan-out), `$5` is the attempt ceiling.
-const CLAIM: &str = "WITH due AS ( \
-       SELECT d.id FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
+/// after the fan-out), `$5` is the attempt ceiling, `$6` the cap of attempts in flight per endpoint:
+/// an endpoint's due rows are ranked oldest first and only as many are taken as its leased `sending`
+/// rows leave room for, so one receiver that never answers holds at most `$6` of the batch.
+const CLAIM: &str = "WITH in_flight AS ( \
+       SELECT endpoint_id, count(*) AS leased FROM webhook_deliveries \
+       WHERE status = 'sending' AND available_at > now() GROUP BY endpoint_id), \
+     ranked AS ( \
+       SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.available_at, d.id) \
+                    + COALESCE(f.leased, 0) AS slot \
+       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
+       LEFT JOIN in_flight f ON f.endpoint_id = d.endpoint_id \
        WHERE d.status IN ('pending', 'retry', 'sending') AND d.available_at <= now() \
-         AND ($4::uuid IS NULL OR d.event_id = $4) AND d.attempts < $5 \
+         AND ($4::uuid IS NULL OR d.event_id = $4) AND d.attempts < $5), \
+     due AS ( \
+       SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6 \
        ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
      UPDATE webhook_deliveries d SET status = 'sending', claim_token = $2, attempts = d.attempts + 1, \
        available_at = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
@@ -41,8 +51,10 @@ pub async fn claim(
     lease_ms: f64,
     event: Option<EventId>,
     ceiling: i32,
+    per_endpoint: i64,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
-    let rows = sql::query(client, CLAIM, &[&batch, &token, &lease_ms, &event, &ceiling]).await?;
+    let rows =
+        sql::query(client, CLAIM, &[&batch, &token, &lease_ms, &event, &ceiling, &per_endpoint]).await?;
     Ok(rows
         .iter()
         .map(|row| Claimed {

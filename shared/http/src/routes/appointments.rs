@@ -27,7 +27,7 @@ fn access(caller: &Caller) -> Access {
 }
 
 impl Answer for Appointment {
-    const RESOURCE: ResourceType = ResourceType::Appointment;
+    const RESOURCE: &'static str = ResourceType::Appointment.as_str();
 
     fn resource_id(&self) -> uuid::Uuid {
         self.id.uuid()

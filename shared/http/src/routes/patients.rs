@@ -21,7 +21,7 @@ use clinic_core::ids::PatientId;
 use clinic_core::patients::{self, NewPatient, Patient, PatientChanges};
 
 impl Answer for Patient {
-    const RESOURCE: ResourceType = ResourceType::Patient;
+    const RESOURCE: &'static str = ResourceType::Patient.as_str();
 
     fn resource_id(&self) -> uuid::Uuid {
         self.id.uuid()
@@ -46,7 +46,7 @@ impl Answer for Patient {
 pub struct Deleted(PatientId);
 
 impl Answer for Deleted {
-    const RESOURCE: ResourceType = ResourceType::Patient;
+    const RESOURCE: &'static str = ResourceType::Patient.as_str();
 
     fn resource_id(&self) -> uuid::Uuid {
         self.0.uuid()

@@ -17,7 +17,7 @@ use clinic_core::ids::PractitionerId;
 use clinic_core::practitioners::{self, NewPractitioner, Practitioner, PractitionerChanges};
 
 impl Answer for Practitioner {
-    const RESOURCE: ResourceType = ResourceType::Practitioner;
+    const RESOURCE: &'static str = ResourceType::Practitioner.as_str();
 
     fn resource_id(&self) -> uuid::Uuid {
         self.id.uuid()

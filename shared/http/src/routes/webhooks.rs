@@ -11,6 +11,13 @@
 //! - `GET /v1/webhooks/deliveries?endpointId=&eventId=&status=&limit=` → the newest deliveries.
 //!
 //! Each change is one transaction with its audit row; another workspace's endpoint answers 404.
+//!
+//! Every change honours `Idempotency-Key` like the other mutating routes ([`Mutation::run`]: the key
+//! is claimed inside the change's transaction; the same key with another request answers 422). The
+//! stored answer holds the endpoint's id and the status only, never the secret: a replay of create
+//! or rotate answers the endpoint as it is now **without** `secret` (the secret was shown once; a
+//! client that lost that answer rotates), a replay of recover answers `since` and `recovered` as
+//! `null` (the count is not stored), and a replay of delete answers 204 again.
 
 use std::collections::HashMap;
 
@@ -23,12 +30,17 @@ use serde_json::{json, Value};
 use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::problem::ApiError;
-use crate::request::JsonBody;
+use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
+use clinic_core::db::Tx;
 use clinic_core::domain::input::FieldError;
+use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::ids::{EventId, WebhookEndpointId};
-use clinic_core::webhooks::endpoints::{self, EndpointChange, NewEndpoint};
+use clinic_core::webhooks::endpoints::{self, Created, Endpoint, EndpointChange, NewEndpoint};
 use clinic_core::webhooks::{guard, store};
+
+/// The idempotency keys' name for this resource (it has no events, so no `ResourceType`).
+const RESOURCE: &str = "webhook_endpoint";
 
 const STATUSES: &[&str] = &["pending", "sending", "delivered", "retry", "failed"];
 
@@ -46,19 +58,96 @@ async fn check_url(state: &AppState, url: &str) -> Result<(), ApiError> {
     }
 }
 
-pub async fn create(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let new = NewEndpoint::try_from(&body.value)?;
+/// What create, rotate and update answer: the endpoint, with its new secret only in the first answer
+/// of create and rotate (a replay reloads the endpoint, which has no secret).
+pub struct Shown {
+    endpoint: Endpoint,
+    secret: Option<String>,
+}
+
+impl From<Created> for Shown {
+    fn from(created: Created) -> Self {
+        Shown { endpoint: created.endpoint, secret: Some(created.secret) }
+    }
+}
+
+impl Answer for Shown {
+    const RESOURCE: &'static str = RESOURCE;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.endpoint.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        match endpoints::get(tx, caller.workspace_id, WebhookEndpointId::from_uuid(id)).await {
+            Ok(endpoint) => Ok(Some(Shown { endpoint, secret: None })),
+            Err(DomainError::NotFound) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        match self.secret {
+            Some(secret) => (status, Json(Created { endpoint: self.endpoint, secret })).into_response(),
+            None => (status, Json(self.endpoint)).into_response(),
+        }
+    }
+}
+
+/// The answer of a deletion: 204 (a replay needs no lookup: it is gone).
+pub struct Deleted(WebhookEndpointId);
+
+impl Answer for Deleted {
+    const RESOURCE: &'static str = RESOURCE;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.uuid()
+    }
+
+    async fn reload(_tx: &Tx<'_>, _caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(Some(Deleted(WebhookEndpointId::from_uuid(id))))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        status.into_response()
+    }
+}
+
+/// The answer of a recover; a replay knows neither the time nor the count (`null`).
+pub struct Recovered {
+    endpoint_id: WebhookEndpointId,
+    since: Option<chrono::DateTime<chrono::Utc>>,
+    recovered: Option<u64>,
+}
+
+impl Answer for Recovered {
+    const RESOURCE: &'static str = RESOURCE;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.endpoint_id.uuid()
+    }
+
+    async fn reload(_tx: &Tx<'_>, _caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(Some(Recovered { endpoint_id: WebhookEndpointId::from_uuid(id), since: None, recovered: None }))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        let body =
+            json!({ "endpointId": self.endpoint_id, "since": self.since, "recovered": self.recovered });
+        (status, Json(body)).into_response()
+    }
+}
+
+pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let new = NewEndpoint::try_from(&request.json()?)?;
     check_url(&state, &new.url).await?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let created = endpoints::create(&tx, caller.workspace_id, &new, &actor(&caller)).await?;
-    tx.commit().await?;
-    Ok((StatusCode::CREATED, Json(created)).into_response())
+    let actor = actor(&request.caller);
+    request
+        .run(StatusCode::CREATED, async move |tx, ctx| {
+            Ok(Shown::from(endpoints::create(tx, ctx.workspace_id, &new, &actor).await?))
+        })
+        .await
 }
 
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -81,35 +170,34 @@ pub async fn get_one(
 
 pub async fn update(
     State(state): State<AppState>,
-    caller: Caller,
     Path(id): Path<String>,
-    body: JsonBody,
+    request: Mutation,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let change = EndpointChange::try_from(&body.value)?;
+    request.caller.require_admin()?;
+    let change = EndpointChange::try_from(&request.json()?)?;
     let id: WebhookEndpointId = path_id(&id)?;
     if let Some(url) = &change.url {
         check_url(&state, url).await?;
     }
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let endpoint = endpoints::update(&tx, caller.workspace_id, id, &change, &actor(&caller)).await?;
-    tx.commit().await?;
-    Ok(Json(endpoint).into_response())
+    let actor = actor(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            let endpoint = endpoints::update(tx, ctx.workspace_id, id, &change, &actor).await?;
+            Ok(Shown { endpoint, secret: None })
+        })
+        .await
 }
 
-pub async fn delete(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
+pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
     let id: WebhookEndpointId = path_id(&id)?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    endpoints::delete(&tx, caller.workspace_id, id, &actor(&caller)).await?;
-    tx.commit().await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let actor = actor(&request.caller);
+    request
+        .run(StatusCode::NO_CONTENT, async move |tx, ctx| {
+            endpoints::delete(tx, ctx.workspace_id, id, &actor).await?;
+            Ok(Deleted(id))
+        })
+        .await
 }
 
 fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Value>, FieldError> {
@@ -120,20 +208,10 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     Ok(map)
 }
 
-pub async fn rotate(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
+pub async fn rotate(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
     // The body is optional here: none means the default overlap.
-    let value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
-    } else {
-        serde_json::from_slice(&body).map_err(|_| ApiError::MalformedJson)?
-    };
-    let map = object_of(&value, &["overlapHours"])?;
+    let map = object_of(&request.json()?, &["overlapHours"])?;
     let overlap = match map.get("overlapHours") {
         None => 24,
         Some(value) => value
@@ -142,21 +220,17 @@ pub async fn rotate(
             .ok_or_else(|| FieldError::new("overlapHours", "must be a whole number of hours"))?,
     };
     let id: WebhookEndpointId = path_id(&id)?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let rotated = endpoints::rotate(&tx, caller.workspace_id, id, overlap, &actor(&caller)).await?;
-    tx.commit().await?;
-    Ok(Json(rotated).into_response())
+    let actor = actor(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            Ok(Shown::from(endpoints::rotate(tx, ctx.workspace_id, id, overlap, &actor).await?))
+        })
+        .await
 }
 
-pub async fn recover(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let map = object_of(&body.value, &["since"])?;
+pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let map = object_of(&request.json()?, &["since"])?;
     let since = map
         .get("since")
         .and_then(Value::as_str)
@@ -164,21 +238,16 @@ pub async fn recover(
         .map(|at| at.with_timezone(&chrono::Utc))
         .ok_or_else(|| FieldError::new("since", "is required: an RFC 3339 time"))?;
     let id: WebhookEndpointId = path_id(&id)?;
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    endpoints::get(&tx, caller.workspace_id, id).await?;
-    let recovered = store::recover(&tx, caller.workspace_id, id, since).await?;
-    endpoints::audit(
-        &tx,
-        caller.workspace_id,
-        id,
-        "recover",
-        &actor(&caller),
-        json!({ "recovered": recovered }),
-    )
-    .await?;
-    tx.commit().await?;
-    Ok(Json(json!({ "endpointId": id, "since": since, "recovered": recovered })).into_response())
+    let actor = actor(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            endpoints::get(tx, ctx.workspace_id, id).await?;
+            let recovered = store::recover(tx, ctx.workspace_id, id, since).await?;
+            let detail = json!({ "recovered": recovered });
+            endpoints::audit(tx, ctx.workspace_id, id, "recover", &actor, detail).await?;
+            Ok(Recovered { endpoint_id: id, since: Some(since), recovered: Some(recovered) })
+        })
+        .await
 }
 
 pub async fn deliveries(

@@ -221,3 +221,49 @@ async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
         "attempts went with their delivery"
     );
 }
+
+/// Issue 39 item 3, webhook part (failed against a86860d: a rotated-out secret stayed in the row
+/// after its overlap, and a rotation without overlap kept the old secret too): the sweep clears a
+/// previous secret whose overlap ended; one still in its overlap stays; `overlapHours: 0` keeps none.
+#[tokio::test]
+async fn the_sweep_clears_rotated_out_webhook_secrets_once_their_overlap_ended() {
+    use clinic_core::webhooks::endpoints::{self, NewEndpoint};
+    let scene = Scene::new().await;
+    let client = scene.app.db.client().await;
+    let workspace = scene.app.workspace.id;
+    let new = NewEndpoint {
+        url: "https://hooks.example.com/a".into(),
+        description: String::new(),
+        event_types: vec![],
+    };
+    let mut ids = Vec::new();
+    for overlap in [1, 1, 0] {
+        let created = endpoints::create(&client, workspace, &new, "test").await.unwrap();
+        let rotated =
+            endpoints::rotate(&client, workspace, created.endpoint.id, overlap, "test").await.unwrap();
+        assert_eq!(rotated.endpoint.previous_secret_expires_at.is_some(), overlap > 0, "overlap {overlap}");
+        ids.push(created.endpoint.id);
+    }
+    let (ended, overlapping, at_once) = (ids[0], ids[1], ids[2]);
+    client
+        .execute(
+            "UPDATE webhook_endpoints SET previous_expires_at = now() - interval '1 minute' WHERE id = $1",
+            &[&ended],
+        )
+        .await
+        .unwrap();
+    let report = sweep(&scene.app.db.pool, &RetentionConfig::default(), Utc::now()).await.unwrap();
+    assert!(report.complete);
+    assert_eq!(report.webhook_previous_secrets, 1);
+    for (id, kept) in [(ended, false), (overlapping, true), (at_once, false)] {
+        let row = client
+            .query_one(
+                "SELECT previous_secret IS NOT NULL, previous_expires_at IS NOT NULL FROM webhook_endpoints \
+                 WHERE id = $1",
+                &[&id],
+            )
+            .await
+            .unwrap();
+        assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (kept, kept), "{id}");
+    }
+}
