@@ -3,7 +3,7 @@
 //!
 //! | action    | accepted status                               | becomes     |
 //! |-----------|-----------------------------------------------|-------------|
-//! | `retry`   | `dead`, `retry`, `uncertain`, `no_contact`    | `pending`, due now; same idempotency key; `attempts` kept |
+//! | `retry`   | `dead`, `retry`, `uncertain`, `no_contact`    | `pending`, due now; same idempotency key; a fresh attempt budget (`attempts` = 0) |
 //! | `discard` | `dead`, `retry`, `uncertain`, `no_contact`    | `discarded` (final) |
 //!
 //! Invariants:
@@ -106,7 +106,9 @@ pub struct DeliveryActionRecord {
 const LOCK: &str = "SELECT status, workspace_id, event_id, listener FROM notifications \
      WHERE id = $1 AND ($2::uuid IS NULL OR workspace_id = $2) FOR UPDATE";
 
-const RETRY: &str = "UPDATE notifications SET status = 'pending', available_at = now(), \
+/// A fresh attempt budget (`attempts = 0`): a delivery that died at its ceiling gets the full number
+/// of tries again, not exactly one. The action stays in `operator_actions`.
+const RETRY: &str = "UPDATE notifications SET status = 'pending', attempts = 0, available_at = now(), \
      claim_token = NULL, claimed_until = NULL, updated_at = now() WHERE id = $1";
 
 const DISCARD: &str = "UPDATE notifications SET status = 'discarded', claim_token = NULL, \

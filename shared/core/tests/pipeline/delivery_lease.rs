@@ -1,0 +1,153 @@
+//! The notification queue under operator recovery, freshness and slow providers (issue 38 defects 1
+//! and 2, issue 39 item 2): a dead notification retried at its ceiling gets a full attempt budget; a
+//! notification the current state made stale ends `stale` and is never sent (and an operator retry
+//! of it answers 409); a slow provider never sends a row twice nor loses one.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use clinic_core::delivery::{
+    admin, Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers,
+    Sender,
+};
+use clinic_core::error::DomainError;
+use clinic_core::events::Envelope;
+use clinic_core::ids::{MemberId, NotificationId};
+use clinic_core::listeners::{self, Listener, ListenerOutcome};
+use clinic_core::operator::{ActionKind, Operator, Reason};
+use clinic_core::outbox::{Backoff, Jitter};
+
+use super::support::Fixture;
+
+/// A provider stand-in: records each call (idempotency key and the rendered body), answers after
+/// `delay`, and refuses retryably while `failing` is on.
+struct Scripted {
+    delay: Duration,
+    failing: AtomicBool,
+    calls: Mutex<Vec<(String, String)>>,
+}
+
+impl Scripted {
+    fn new(delay: Duration, failing: bool) -> Arc<Scripted> {
+        Arc::new(Scripted { delay, failing: AtomicBool::new(failing), calls: Mutex::new(Vec::new()) })
+    }
+
+    fn calls(&self) -> Vec<(String, String)> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn set_failing(&self, failing: bool) {
+        self.failing.store(failing, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Provider for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+
+    async fn send(&self, message: &OutgoingMessage) -> Result<Accepted, ProviderError> {
+        self.calls.lock().unwrap().push((message.idempotency_key.clone(), message.body.clone()));
+        tokio::time::sleep(self.delay).await;
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(ProviderError::retryable("provider_throttled"));
+        }
+        Ok(Accepted { provider_message_id: format!("m-{}", message.idempotency_key) })
+    }
+}
+
+/// Retries due at once, `max_attempts` of them.
+fn config(max_attempts: i32) -> DeliveryConfig {
+    let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::Log]);
+    config.max_attempts = max_attempts;
+    config.backoff =
+        Backoff { base: Duration::from_millis(1), cap: Duration::from_millis(2), jitter: Jitter::Equal };
+    config
+}
+
+fn sender(fx: &Fixture, provider: &Arc<Scripted>, config: DeliveryConfig) -> Sender {
+    Sender::new(fx.db.pool.clone(), Providers::both(provider.clone()), config)
+}
+
+/// Runs the patient's notice listener for `event` and answers its notification's id.
+async fn notified(fx: &Fixture, listener: Listener, event: &Envelope) -> NotificationId {
+    let outcome = listeners::run(&fx.db.pool, listener, event).await.unwrap();
+    assert_eq!(outcome, ListenerOutcome::Applied { effects: 1 });
+    fx.db
+        .client()
+        .await
+        .query_one(
+            "SELECT id FROM notifications WHERE event_id = $1 AND listener = $2",
+            &[&event.id, &listener.as_str()],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn delivery(fx: &Fixture, id: NotificationId) -> (String, i32, Option<String>) {
+    let row = fx
+        .db
+        .client()
+        .await
+        .query_one("SELECT status, attempts, last_error_code FROM notifications WHERE id = $1", &[&id])
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
+}
+
+/// Steps `sender` until the delivery's status is one of `statuses` (generous bound).
+async fn step_until(fx: &Fixture, sender: &Sender, id: NotificationId, statuses: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, _) = delivery(fx, id).await;
+        if statuses.contains(&status.as_str()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still {status}, waiting for {statuses:?}");
+        sender.step_due().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// An operator retry of a delivery, on its own transaction.
+async fn retry(fx: &Fixture, id: NotificationId) -> Result<String, DomainError> {
+    let mut client = fx.db.client().await;
+    let tx = client.transaction().await.unwrap();
+    let reason = Reason::parse("contact data fixed").unwrap();
+    let operator = Operator::member(MemberId::from_ulid(fx.member.ulid()));
+    let record = admin::perform(&tx, Some(fx.workspace), id, ActionKind::Retry, &reason, &operator).await?;
+    tx.commit().await.unwrap();
+    Ok(record.status_after)
+}
+
+#[tokio::test]
+async fn a_dead_notification_retried_at_its_ceiling_gets_a_full_attempt_budget() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (_, created) = fx.book(patient, practitioner, 30).await;
+    let id = notified(&fx, Listener::PatientBookingConfirmation, &created).await;
+    let provider = Scripted::new(Duration::ZERO, true);
+    let sender = sender(&fx, &provider, config(3));
+    step_until(&fx, &sender, id, &["dead"]).await;
+    assert_eq!(provider.calls().len(), 3);
+    assert_eq!(delivery(&fx, id).await.1, 3);
+
+    assert_eq!(retry(&fx, id).await.unwrap(), "pending");
+    assert_eq!(delivery(&fx, id).await.1, 0, "a fresh budget");
+    step_until(&fx, &sender, id, &["dead"]).await;
+    assert_eq!(provider.calls().len(), 6, "the retried delivery got three more tries, not one");
+
+    // A sent delivery cannot be retried: 409 naming why, nothing written.
+    provider.set_failing(false);
+    assert_eq!(retry(&fx, id).await.unwrap(), "pending");
+    step_until(&fx, &sender, id, &["sent"]).await;
+    match retry(&fx, id).await {
+        Err(DomainError::Conflict(why)) => assert!(why.contains("sent"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
