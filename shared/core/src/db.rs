@@ -185,6 +185,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "claim_token_only_while_claimed",
         sql: include_str!("../../../migrations/V15__claim_token_only_while_claimed.sql"),
     },
+    Migration {
+        version: 17,
+        name: "notification_stale",
+        sql: include_str!("../../../migrations/V17__notification_stale.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -47,6 +47,11 @@ pub enum DeliveryOutcome {
     OptedOut {
         id: NotificationId,
     },
+    /// The current state made it untrue (freshness at send time): never sent, final.
+    Stale {
+        id: NotificationId,
+        code: &'static str,
+    },
     /// The claim was taken over before the mark: this sender changed nothing.
     Fenced {
         id: NotificationId,
@@ -63,6 +68,7 @@ impl DeliveryOutcome {
                 (DeliveryStatus::NoContact, Some(*code), Duration::ZERO)
             }
             DeliveryOutcome::OptedOut { .. } => (DeliveryStatus::OptedOut, None, Duration::ZERO),
+            DeliveryOutcome::Stale { code, .. } => (DeliveryStatus::Stale, Some(*code), Duration::ZERO),
             DeliveryOutcome::Fenced { .. } => return None,
         })
     }
@@ -78,6 +84,8 @@ pub struct SendReport {
     pub dead: usize,
     pub no_contact: usize,
     pub opted_out: usize,
+    /// Rows the render found stale (never sent).
+    pub stale: usize,
     pub fenced: usize,
     /// Rows found with an expired lease and moved to `uncertain`.
     pub uncertain: usize,
@@ -93,6 +101,7 @@ impl SendReport {
             DeliveryOutcome::Dead { .. } => self.dead += 1,
             DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
             DeliveryOutcome::OptedOut { .. } => self.opted_out += 1,
+            DeliveryOutcome::Stale { .. } => self.stale += 1,
             DeliveryOutcome::Fenced { .. } => self.fenced += 1,
         }
     }
@@ -104,6 +113,7 @@ impl SendReport {
         self.dead += other.dead;
         self.no_contact += other.no_contact;
         self.opted_out += other.opted_out;
+        self.stale += other.stale;
         self.fenced += other.fenced;
         self.uncertain += other.uncertain;
         self.resent += other.resent;
@@ -236,6 +246,7 @@ impl Sender {
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
             Prepared::OptedOut => (DeliveryOutcome::OptedOut { id: row.id }, Some("none")),
+            Prepared::Stale(code) => (DeliveryOutcome::Stale { id: row.id, code }, None),
             Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
         };
         let Some((status, code, delay)) = outcome.mark() else { return Ok(outcome) };

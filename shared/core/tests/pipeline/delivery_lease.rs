@@ -151,3 +151,85 @@ async fn a_dead_notification_retried_at_its_ceiling_gets_a_full_attempt_budget()
         other => panic!("{other:?}"),
     }
 }
+
+/// Fails the first send of `id` (it waits in `retry`), then lets `change` happen, then lets the
+/// sender run until the row is final.
+async fn fail_once_then(
+    fx: &Fixture,
+    id: NotificationId,
+    change: impl std::future::Future<Output = ()>,
+) -> Arc<Scripted> {
+    let provider = Scripted::new(Duration::ZERO, true);
+    let sender = sender(fx, &provider, config(6));
+    sender.step_due().await.unwrap();
+    assert_eq!(delivery(fx, id).await.0, "retry", "waiting in retry (throttled)");
+    change.await;
+    provider.set_failing(false);
+    step_until(fx, &sender, id, &["stale", "sent", "dead"]).await;
+    provider
+}
+
+#[tokio::test]
+async fn a_booking_confirmation_waiting_in_retry_is_not_sent_after_the_appointment_was_cancelled() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (appointment, created) = fx.book(patient, practitioner, 30).await;
+    let id = notified(&fx, Listener::PatientBookingConfirmation, &created).await;
+    let provider = fail_once_then(&fx, id, async {
+        fx.cancel(appointment).await;
+    })
+    .await;
+    let (status, _, code) = delivery(&fx, id).await;
+    assert_eq!(status, "stale", "never sent once the appointment was cancelled");
+    assert_eq!(code.as_deref(), Some("appointment_not_booked"));
+    assert_eq!(provider.calls().len(), 1, "only the throttled try reached the provider");
+
+    // An operator retry of the stale notification answers 409 naming why and writes nothing.
+    match retry(&fx, id).await {
+        Err(DomainError::Conflict(why)) => assert!(why.contains("stale"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(delivery(&fx, id).await.0, "stale");
+    let audit: i64 = fx
+        .db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM operator_actions WHERE notification_id = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(audit, 0);
+}
+
+#[tokio::test]
+async fn a_reminder_is_not_sent_with_the_old_time_after_a_reschedule() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (appointment, _) = fx.book(patient, practitioner, 10).await;
+    let report = clinic_core::housekeeping::reminders::run(
+        &fx.db.pool,
+        Duration::from_secs(24 * 3600),
+        chrono::Utc::now(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.emitted, 1);
+    let client = fx.db.client().await;
+    let event_id = client
+        .query_one("SELECT id FROM events WHERE type = 'appointment.reminder_due'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let reminder = clinic_core::events::read::find(&client, event_id).await.unwrap().unwrap();
+    let id = notified(&fx, Listener::PatientReminder, &reminder).await;
+    let provider = fail_once_then(&fx, id, async {
+        fx.reschedule(appointment, 40).await;
+    })
+    .await;
+    let (status, _, code) = delivery(&fx, id).await;
+    assert_eq!(status, "stale", "the reminder for the old time is never sent");
+    assert_eq!(code.as_deref(), Some("appointment_changed"));
+    assert_eq!(provider.calls().len(), 1);
+}
