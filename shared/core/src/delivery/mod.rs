@@ -43,12 +43,12 @@ pub mod render;
 mod sender;
 mod store;
 
-pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy};
+pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
 pub use provider::{
     Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
 };
-pub use sender::{DeliveryOutcome, SendError, SendReport, Sender};
+pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, SEND_MARGIN};
 pub use store::{ClaimedDelivery, DeliveryClaim};
 
 use serde::Serialize;

@@ -233,3 +233,60 @@ async fn a_reminder_is_not_sent_with_the_old_time_after_a_reschedule() {
     assert_eq!(code.as_deref(), Some("appointment_changed"));
     assert_eq!(provider.calls().len(), 1);
 }
+
+#[tokio::test]
+async fn a_slow_provider_under_a_short_lease_sends_no_row_twice_and_loses_none() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let booked = fx.book_many(patient, practitioner, 30, 6).await;
+    for (_, created) in &booked {
+        notified(&fx, Listener::PatientBookingConfirmation, created).await;
+    }
+    // Each answer takes 400 ms; a batch of six sent one after another outlives a 1 s lease.
+    let provider = Scripted::new(Duration::from_millis(400), false);
+    let mut slow = config(6);
+    slow.batch = 6;
+    slow.lease = Duration::from_secs(1);
+    slow.provider_timeout = Duration::from_millis(800);
+    let senders: Vec<Sender> = (0..2).map(|_| sender(&fx, &provider, slow.clone())).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let finals = "SELECT count(*) FROM notifications WHERE status IN ('sent', 'dead', 'stale')";
+    let runs = senders.into_iter().map(|sender| {
+        let fx = &fx;
+        async move {
+            while fx.count(finals).await < 6 {
+                assert!(Instant::now() < deadline, "deliveries still open after a minute");
+                sender.step_due().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    });
+    futures::future::join_all(runs).await;
+    assert_eq!(fx.count("SELECT count(*) FROM notifications WHERE status = 'sent'").await, 6, "none lost");
+    let mut keys: Vec<String> = provider.calls().into_iter().map(|(key, _)| key).collect();
+    keys.sort();
+    let sent = keys.len();
+    keys.dedup();
+    assert_eq!(sent, keys.len(), "a row was sent twice: {sent} calls for {} rows", keys.len());
+}
+
+#[tokio::test]
+async fn a_fast_path_send_too_close_to_its_deadline_starts_no_provider_call() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (_, created) = fx.book(patient, practitioner, 30).await;
+    let id = notified(&fx, Listener::PatientBookingConfirmation, &created).await;
+    let key = format!("{}:{}", created.id, Listener::PatientBookingConfirmation.as_str());
+    let provider = Scripted::new(Duration::ZERO, false);
+    let sender = sender(&fx, &provider, config(6));
+    // 10 s provider timeout: a call started with 5 s left could be cut off after the provider
+    // accepted the message.
+    let report = sender.send_key_within(&key, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(report.claimed, 0);
+    assert!(provider.calls().is_empty());
+    assert_eq!(delivery(&fx, id).await, ("pending".to_owned(), 0, None), "left due, nothing spent");
+    let report = sender.send_key_within(&key, Duration::from_secs(30)).await.unwrap();
+    assert_eq!((report.claimed, report.sent), (1, 1));
+}
