@@ -76,6 +76,32 @@ async fn an_http_retry_of_a_row_dead_at_the_ceiling_starts_its_listeners() {
     assert_eq!(scene.attempts(scene.created).await, 0, "the retry starts a fresh budget");
     listeners_start(&scene, eager().max_attempts as i64).await;
 
+    // Explain tells the whole story: the spent attempts (1 to the ceiling), the retry, and the row
+    // now on the first attempt of its new budget.
+    let admin = scene.app.workspace.admin.clone();
+    let explained =
+        scene.app.call("GET", &format!("/v1/system/events/{}", scene.created), Some(&admin), None).await;
+    assert_eq!(explained.status, 200, "{}", explained.text);
+    let outbox = explained.body["sections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|section| section["name"] == "outbox")
+        .unwrap()["rows"][0]
+        .clone();
+    assert_eq!(outbox["attempts"], 1);
+    let history = outbox["history"].as_array().unwrap();
+    let spent: Vec<i64> = history
+        .iter()
+        .filter(|entry| entry["kind"] == "failure" || entry["kind"] == "dead")
+        .map(|entry| entry["attempt"].as_i64().unwrap())
+        .collect();
+    assert_eq!(spent, (1..=eager().max_attempts as i64).collect::<Vec<_>>(), "{outbox}");
+    assert!(
+        history.iter().any(|entry| entry["by"] == "retry" && entry["statusBefore"] == "dead"),
+        "{outbox}"
+    );
+
     // Retrying a dispatched row is pointless: 409 naming why, nothing written.
     let again = post(&scene, &path, json!({"reason": "again"})).await;
     assert_eq!(again.status, 409, "{}", again.text);
