@@ -17,7 +17,10 @@
 //!   connects. Logs carry message ids, event ids and codes only.
 //! - Delivery fast path: with a [`Sender`] configured, a run that committed a new notification sends
 //!   it right after the commit (`delivery::Sender::send_key`). A failure there never fails the
-//!   message: the row stays due and the housekeeping `deliver` mode sends it. Likewise a
+//!   message: the row stays due and the housekeeping `deliver` mode sends it. The fast path starts
+//!   no provider call it cannot finish before the message would be abandoned (the provider timeout
+//!   plus `SEND_MARGIN` must fit; `Sender::send_key_within`): a call cut off after the provider
+//!   accepted the message would leave the row to be sent a second time. Likewise a
 //!   `webhook_fan_out` run that created deliveries sends their first attempt before the message is
 //!   answered (`WebhookSender::first_attempts`); retries are the housekeeping `webhooks` mode's.
 
@@ -115,10 +118,18 @@ impl State {
     }
 }
 
-/// The fast path: a run that recorded a notification sends it now (see the module invariants).
-async fn send_now(state: &State, outcome: &ListenerOutcome, key: &str) {
+/// The fast path: a run that recorded a notification sends it now (see the module invariants), but
+/// starts no provider call it cannot finish before `until` (the time the run would be abandoned).
+async fn send_now(state: &State, outcome: &ListenerOutcome, key: &str, until: Option<SystemTime>) {
     let (Some(sender), ListenerOutcome::Applied { .. }) = (&state.sender, outcome) else { return };
-    if let Err(error) = sender.send_key(key).await {
+    let sent = match until {
+        None => sender.send_key(key).await,
+        Some(until) => {
+            let budget = until.duration_since(SystemTime::now()).unwrap_or_default();
+            sender.send_key_within(key, budget).await
+        }
+    };
+    if let Err(error) = sent {
         tracing::warn!(error = %error, "delivery fast path failed; housekeeping will send it");
     }
 }
@@ -154,7 +165,12 @@ impl Bounds {
     }
 }
 
-async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutcome, MessageFailure> {
+/// Runs one message; `until` is when it would be abandoned (`None`: no deadline known).
+async fn run_message(
+    state: &State,
+    message: &SqsMessage,
+    until: Option<SystemTime>,
+) -> Result<ListenerOutcome, MessageFailure> {
     let body = message.body.as_deref().ok_or(MessageFailure::Unreadable("empty_message"))?;
     let (listener, event) =
         clinic_sqs::parse_cloud_event(body).map_err(|e| MessageFailure::Unreadable(e.code()))?;
@@ -167,7 +183,7 @@ async fn run_message(state: &State, message: &SqsMessage) -> Result<ListenerOutc
     };
     let result = listeners::deliver(&state.pool, &*state.notifier, &delivery).await;
     if let Ok(outcome) = &result {
-        send_now(state, outcome, &format!("{}:{}", event.data.id, listener.as_str())).await;
+        send_now(state, outcome, &format!("{}:{}", event.data.id, listener.as_str()), until).await;
         if let Some(webhooks) = &state.webhooks {
             webhooks.first_attempts(listener, *outcome, event.data.id).await;
         }
@@ -192,13 +208,13 @@ async fn run_identified<'a>(
     bounds: Option<Bounds>,
 ) -> (Option<&'a str>, Result<ListenerOutcome, MessageFailure>) {
     let id = message.message_id.as_deref();
-    let Some(bounds) = bounds else { return (id, run_message(state, message).await) };
+    let Some(bounds) = bounds else { return (id, run_message(state, message, None).await) };
     let now = SystemTime::now();
     if now >= bounds.stop_starting {
         return (id, Err(MessageFailure::Unstarted));
     }
     let left = bounds.abandon.duration_since(now).unwrap_or_default();
-    match tokio::time::timeout(left, run_message(state, message)).await {
+    match tokio::time::timeout(left, run_message(state, message, Some(bounds.abandon))).await {
         Ok(result) => (id, result),
         Err(_) => (id, Err(MessageFailure::Abandoned)),
     }

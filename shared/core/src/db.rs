@@ -190,6 +190,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "erasure_is_final",
         sql: include_str!("../../../migrations/V16__erasure_is_final.sql"),
     },
+    Migration {
+        version: 17,
+        name: "notification_stale",
+        sql: include_str!("../../../migrations/V17__notification_stale.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

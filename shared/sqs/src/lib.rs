@@ -26,7 +26,9 @@
 //!   exactly its start, so a per-entry failure retries only that listener.
 //! - A call that did not reach SQS or that SQS refused as a whole for its own state (timeout,
 //!   connection error, internal error, throttling) answers *unavailable* starts: the dispatcher holds
-//!   those rows without spending attempts. Per-entry rejections count as per-message failures. A
+//!   those rows without spending attempts. So does an entry SQS failed on its own side
+//!   (`SenderFault = false`, a partial incident). Per-entry rejections of the sender's fault count as
+//!   per-message failures. A
 //!   per-queue breaker ([`breaker`]) stops calling a queue after repeated unavailable calls and lets
 //!   one probe through per cool-down (doubling, at most 30 s).
 //! - Calls are bounded by [`SqsTimeouts`] (operation and attempt timeouts below the lease).

@@ -115,8 +115,14 @@ impl SqsTransport {
                         if let Some(slot) = failed.id().parse::<usize>().ok().and_then(|i| results.get_mut(i))
                         {
                             let message = failed.message().unwrap_or("entry rejected").to_owned();
-                            *slot =
-                                Some(Err(StartError::retryable(format!("sqs_{}", failed.code()), message)));
+                            let code = format!("sqs_{}", failed.code());
+                            // `SenderFault = false`: the service failed this entry (a partial
+                            // incident), nothing about the message — a hold, not an attempt.
+                            *slot = Some(Err(if failed.sender_fault() {
+                                StartError::retryable(code, message)
+                            } else {
+                                StartError::unavailable(code, message)
+                            }));
                         }
                     }
                 }

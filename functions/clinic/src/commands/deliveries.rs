@@ -40,7 +40,7 @@ struct ListArgs {
     /// Only this workspace (ULID).
     #[arg(long)]
     workspace: Option<String>,
-    /// pending, sending, uncertain, sent, retry, dead, no_contact, opted_out or discarded.
+    /// pending, sending, uncertain, sent, retry, dead, no_contact, opted_out, discarded or stale.
     #[arg(long)]
     status: Option<String>,
     /// Rows per page (1–1000).

@@ -28,7 +28,7 @@ enum OutboxCommand {
     List(ListArgs),
     /// Show one row with its listener starts, receipts and operator history.
     Show(ShowArgs),
-    /// Make a dead or retry row due now (same event id; attempts kept).
+    /// Make a dead or retry row due now (same event id; a fresh attempt budget).
     Retry(ActionArgs),
     /// Start a dispatched event's listeners again under the same event id (all, or --listener ones).
     Replay(ReplayArgs),

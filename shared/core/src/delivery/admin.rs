@@ -3,8 +3,12 @@
 //!
 //! | action    | accepted status                               | becomes     |
 //! |-----------|-----------------------------------------------|-------------|
-//! | `retry`   | `dead`, `retry`, `uncertain`, `no_contact`    | `pending`, due now; same idempotency key; `attempts` kept |
+//! | `retry`   | `dead`, `retry`, `uncertain`, `no_contact`    | `pending`, due now; same idempotency key; a fresh attempt budget (`attempts` = 0) |
 //! | `discard` | `dead`, `retry`, `uncertain`, `no_contact`    | `discarded` (final) |
+//!
+//! Anything else is a `Conflict` naming the status: a `sent` delivery was delivered, a `stale` one is
+//! no longer true (the render's freshness rule) and is never sent, `opted_out` and `discarded` are
+//! final.
 //!
 //! Invariants:
 //! - Each action locks the row (`FOR UPDATE`), checks its status, changes it and inserts one
@@ -103,10 +107,12 @@ pub struct DeliveryActionRecord {
     pub created_at: DateTime<Utc>,
 }
 
-const LOCK: &str = "SELECT status, workspace_id, event_id, listener FROM notifications \
+const LOCK: &str = "SELECT status, workspace_id, event_id, listener, last_error_code FROM notifications \
      WHERE id = $1 AND ($2::uuid IS NULL OR workspace_id = $2) FOR UPDATE";
 
-const RETRY: &str = "UPDATE notifications SET status = 'pending', available_at = now(), \
+/// A fresh attempt budget (`attempts = 0`): a delivery that died at its ceiling gets the full number
+/// of tries again, not exactly one. The action stays in `operator_actions`.
+const RETRY: &str = "UPDATE notifications SET status = 'pending', attempts = 0, available_at = now(), \
      claim_token = NULL, claimed_until = NULL, updated_at = now() WHERE id = $1";
 
 const DISCARD: &str = "UPDATE notifications SET status = 'discarded', claim_token = NULL, \
@@ -145,6 +151,13 @@ pub async fn perform(
             return Err(DomainError::Conflict("deliveries are retried, not replayed".into()));
         }
     };
+    if before == DeliveryStatus::Stale {
+        let why: Option<String> = row.get(4);
+        return Err(DomainError::Conflict(format!(
+            "cannot {action} a delivery that is stale ({}): the notice is no longer true and is never sent",
+            why.as_deref().unwrap_or("freshness")
+        )));
+    }
     if !accepts(before) {
         return Err(DomainError::Conflict(format!(
             "cannot {action} a delivery that is {}; {action} needs a dead, retry, uncertain or no_contact delivery",

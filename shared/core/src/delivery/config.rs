@@ -64,6 +64,10 @@ impl NotifierKind {
     }
 }
 
+/// Rows claimed per sender step by default: 5 × the 10 s provider timeout stays below the 60 s lease
+/// ([`DeliveryConfig::validate`]).
+pub const DEFAULT_BATCH: i64 = 5;
+
 /// How the sender claims, retries and decides.
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
@@ -92,7 +96,7 @@ impl DeliveryConfig {
     /// Defaults for a deployment with `notifiers`.
     pub fn with_notifiers(notifiers: Vec<NotifierKind>) -> Self {
         Self {
-            batch: 10,
+            batch: DEFAULT_BATCH,
             lease: Duration::from_secs(60),
             provider_timeout: Duration::from_secs(10),
             max_attempts: 6,
@@ -110,6 +114,38 @@ impl DeliveryConfig {
         }
     }
 
+    /// Refuses a configuration under which a provider call could run under an expired lease: one
+    /// call must end well within the lease, and a batch sent one row after another must end before
+    /// the lease of its claim does (`batch × provider_timeout < lease`), or its last rows would be
+    /// found expired by another claim and sent twice.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.provider_timeout >= self.lease {
+            return Err(ConfigError::Invalid {
+                name: "CLINIC_DELIVERY_TIMEOUT_SECS",
+                value: self.provider_timeout.as_secs().to_string(),
+                message: "must be below CLINIC_DELIVERY_LEASE_SECS".into(),
+            });
+        }
+        let batch = u32::try_from(self.batch.max(1)).unwrap_or(u32::MAX);
+        let worst = self.provider_timeout.saturating_mul(batch);
+        if worst >= self.lease {
+            return Err(ConfigError::Invalid {
+                name: "CLINIC_DELIVERY_BATCH",
+                value: self.batch.to_string(),
+                message: format!(
+                    "{} rows × CLINIC_DELIVERY_TIMEOUT_SECS {} s = {} s must be below \
+                     CLINIC_DELIVERY_LEASE_SECS {} s: a batch's last rows would be sent after their \
+                     lease ended; lower the batch or the timeout, or raise the lease",
+                    self.batch,
+                    self.provider_timeout.as_secs(),
+                    worst.as_secs(),
+                    self.lease.as_secs()
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// `CLINIC_NOTIFIER` (default `default_notifier`), `CLINIC_DELIVERY_*`, `CLINIC_EMAIL_FROM`,
     /// `CLINIC_SMS_SENDER_ID`, `CLINIC_DELIVERY_DIR`.
     pub fn from_env(default_notifier: &str) -> Result<Self, ConfigError> {
@@ -120,16 +156,10 @@ impl DeliveryConfig {
             message,
         })?;
         let mut config = Self::with_notifiers(notifiers);
-        config.batch = bounded("CLINIC_DELIVERY_BATCH", 10, 1..=100)? as i64;
+        config.batch = bounded("CLINIC_DELIVERY_BATCH", DEFAULT_BATCH as u64, 1..=100)? as i64;
         config.lease = Duration::from_secs(bounded("CLINIC_DELIVERY_LEASE_SECS", 60, 5..=900)?);
         config.provider_timeout = Duration::from_secs(bounded("CLINIC_DELIVERY_TIMEOUT_SECS", 10, 1..=300)?);
-        if config.provider_timeout >= config.lease {
-            return Err(ConfigError::Invalid {
-                name: "CLINIC_DELIVERY_TIMEOUT_SECS",
-                value: config.provider_timeout.as_secs().to_string(),
-                message: "must be below CLINIC_DELIVERY_LEASE_SECS".into(),
-            });
-        }
+        config.validate()?;
         config.max_attempts = bounded("CLINIC_DELIVERY_MAX_ATTEMPTS", 6, 1..=100)? as i32;
         config.backoff.base =
             Duration::from_millis(bounded("CLINIC_DELIVERY_BACKOFF_BASE_MS", 30_000, 1..=3_600_000)?);
@@ -160,5 +190,18 @@ mod tests {
         assert!(NotifierKind::parse_list(",").is_err());
         assert_eq!("hold".parse::<UncertainPolicy>(), Ok(UncertainPolicy::Hold));
         assert!("maybe".parse::<UncertainPolicy>().is_err());
+    }
+
+    #[test]
+    fn a_batch_that_can_outlive_its_lease_is_refused() {
+        let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::Log]);
+        assert!(config.validate().is_ok(), "the defaults fit");
+        config.batch = 10;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("CLINIC_DELIVERY_BATCH") && error.contains("100 s"), "{error}");
+        config.batch = 1;
+        config.provider_timeout = config.lease;
+        let error = config.validate().unwrap_err().to_string();
+        assert!(error.contains("CLINIC_DELIVERY_TIMEOUT_SECS"), "{error}");
     }
 }

@@ -10,13 +10,14 @@
 //! | status       | moved in by | moved out by |
 //! |--------------|-------------|--------------|
 //! | `pending`    | [`enqueue`] in the listener's transaction; an operator `retry` ([`admin`]) | [`Sender`] claim → `sending` |
-//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead` once `attempts` reached the ceiling) |
+//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`, `stale`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead` once `attempts` reached the ceiling) |
 //! | `uncertain`  | claim: a `sending` row whose lease expired — the provider may or may not have accepted it | [`UncertainPolicy::Resend`]: the next claim (same idempotency key); [`UncertainPolicy::Hold`]: an operator `retry` or `discard` |
 //! | `sent`       | mark: the provider accepted it (`provider_message_id`, `sent_at` kept) | final |
 //! | `retry`      | mark: a retryable provider failure and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | claim once due |
-//! | `dead`       | mark: the ceiling was reached or the provider refused for good | operator `retry` (→ `pending`) or `discard` |
+//! | `dead`       | mark: the ceiling was reached or the provider refused for good | operator `retry` (→ `pending`, a fresh attempt budget) or `discard` |
 //! | `no_contact` | mark: the recipient has no usable address (no email, no phone, or no provider for the channel) | final (an operator `retry` re-sends after the contact data was fixed) |
 //! | `opted_out`  | mark: the patient opted out of notifications | final |
+//! | `stale`      | mark: the render found the notice no longer true — the listener's freshness rule re-applied at send time ([`render`]: cancelled, rescheduled since the event, patient deleted); the reason code in `last_error_code` | final (an operator `retry` answers 409) |
 //! | `discarded`  | operator `discard` | final |
 //!
 //! Invariants:
@@ -42,12 +43,12 @@ pub mod render;
 mod sender;
 mod store;
 
-pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy};
+pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
 pub use provider::{
     Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
 };
-pub use sender::{DeliveryOutcome, SendError, SendReport, Sender};
+pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, SEND_MARGIN};
 pub use store::{ClaimedDelivery, DeliveryClaim};
 
 use serde::Serialize;
@@ -90,6 +91,7 @@ pub enum DeliveryStatus {
     NoContact,
     OptedOut,
     Discarded,
+    Stale,
 }
 
 impl DeliveryStatus {
@@ -103,6 +105,7 @@ impl DeliveryStatus {
         DeliveryStatus::NoContact,
         DeliveryStatus::OptedOut,
         DeliveryStatus::Discarded,
+        DeliveryStatus::Stale,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -116,6 +119,7 @@ impl DeliveryStatus {
             DeliveryStatus::NoContact => "no_contact",
             DeliveryStatus::OptedOut => "opted_out",
             DeliveryStatus::Discarded => "discarded",
+            DeliveryStatus::Stale => "stale",
         }
     }
 

@@ -12,8 +12,14 @@
 //! | `appointment.reminder` | patient | always (the reminders cron is the actor) |
 //! | `appointment.schedule_change.booked` / `.cancelled` | practitioner | unless the acting staff member is that practitioner (`practitioners.member_id`): a staff member is never notified of their own change |
 //!
-//! A deleted patient is not contacted (`no_contact`, code `recipient_missing`); an opted-out patient
-//! gets nothing (`opted_out`). Practitioner notices carry no patient data.
+//! Before anything is loaded for the message, the render re-applies the listener's freshness rule
+//! to the appointment as it is now (`listeners::workflows`): a booking confirmation or reminder is
+//! sent only while the appointment is still booked at the version of the event that caused it, a
+//! practitioner's "booked" notice only while it is still booked, and nothing to a deleted patient.
+//! A notice the state has made untrue ends `stale` (final, with the rule's reason code:
+//! `appointment_not_booked`, `appointment_changed`, `patient_deleted`, `own_change`) and is never
+//! sent. A patient gone otherwise is not contacted (`no_contact`, code `recipient_missing`); an
+//! opted-out patient gets nothing (`opted_out`). Practitioner notices carry no patient data.
 //!
 //! Invariants:
 //! - The rendered text exists only in the returned [`OutgoingMessage`]; nothing here logs or stores
@@ -31,6 +37,7 @@ use crate::db::sql;
 use crate::disclosures::{self, Purpose};
 use crate::events::Actor;
 use crate::ids::{AppointmentId, PatientId, PractitionerId};
+use crate::listeners::{stale_at_send, Listener};
 use crate::{appointments, events, patients, practitioners, workspaces};
 
 /// One template: the email subject, the SMS text and the email body, with `{placeholders}`.
@@ -101,6 +108,9 @@ pub enum Prepared {
     /// No usable address or no provider for it (`no_contact`, with a code).
     NoContact(&'static str),
     OptedOut,
+    /// The current state makes it untrue (the listener's freshness rule, with its reason code): it
+    /// ends `stale` and is never sent.
+    Stale(&'static str),
     /// This build cannot render it (unknown template, unreadable event): retried, never buried.
     NotRenderable(&'static str),
 }
@@ -143,9 +153,18 @@ pub async fn prepare(
     };
     let ws = delivery.workspace_id;
     let appointment_id = AppointmentId::from_ulid(envelope.resource_id);
-    let Some(appointment) = appointments::repo::find(client, ws, appointment_id).await? else {
+    let Some((appointment, parties)) =
+        appointments::repo::find_with_parties(client, ws, appointment_id).await?
+    else {
         return Ok(Prepared::NoContact("appointment_missing"));
     };
+    // Freshness at send time: the listener's own rule, against the state as it is now. A listener
+    // this build does not know (a newer build's row) is rendered as before.
+    if let Some(listener) = Listener::parse(&delivery.listener) {
+        if let Some(reason) = stale_at_send(listener, &appointment, parties, &envelope) {
+            return Ok(Prepared::Stale(reason));
+        }
+    }
     let Some(practitioner) = practitioners::repo::find(client, ws, appointment.practitioner_id).await? else {
         return Ok(Prepared::NoContact("practitioner_missing"));
     };

@@ -1,6 +1,16 @@
-//! The sender: claim (short transaction), render (short transaction), provider call (no transaction),
-//! fenced mark. Used by the listener Lambda's fast path ([`Sender::send_key`]), the housekeeping
-//! `deliver` mode and `clinic dev`'s in-process loop ([`Sender::send_due`], [`Sender::run`]).
+//! The sender: claim (short transaction), renew and render (short transaction), provider call (no
+//! transaction), fenced mark. Used by the listener Lambda's fast path ([`Sender::send_key`]), the
+//! housekeeping `deliver` mode and `clinic dev`'s in-process loop ([`Sender::send_due`],
+//! [`Sender::run`]).
+//!
+//! Invariants:
+//! - No provider call under an expired lease: each row's lease is renewed right before its render
+//!   and call (fenced by the claim token, refused once the lease ended — the call is then skipped,
+//!   the row `fenced` for this sender), and the call is bounded by `provider_timeout`, below the
+//!   lease. [`DeliveryConfig::validate`] refuses a batch whose sequential calls can outlive the
+//!   claim's lease.
+//! - A fast-path send with a deadline ([`Sender::send_key_within`]) starts no provider call it
+//!   cannot finish in time.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +24,9 @@ use super::render::{self, Prepared};
 use super::store::{self, ClaimedDelivery, Mark};
 use super::{DeliveryConfig, DeliveryStatus};
 use crate::ids::NotificationId;
+
+/// Time a fast-path send needs besides the provider call itself: the claim, the render and the mark.
+pub const SEND_MARGIN: Duration = Duration::from_secs(2);
 
 /// Why a send step failed as a whole (per-row provider failures are outcomes, not errors).
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +60,11 @@ pub enum DeliveryOutcome {
     OptedOut {
         id: NotificationId,
     },
+    /// The current state made it untrue (freshness at send time): never sent, final.
+    Stale {
+        id: NotificationId,
+        code: &'static str,
+    },
     /// The claim was taken over before the mark: this sender changed nothing.
     Fenced {
         id: NotificationId,
@@ -63,6 +81,7 @@ impl DeliveryOutcome {
                 (DeliveryStatus::NoContact, Some(*code), Duration::ZERO)
             }
             DeliveryOutcome::OptedOut { .. } => (DeliveryStatus::OptedOut, None, Duration::ZERO),
+            DeliveryOutcome::Stale { code, .. } => (DeliveryStatus::Stale, Some(*code), Duration::ZERO),
             DeliveryOutcome::Fenced { .. } => return None,
         })
     }
@@ -78,6 +97,8 @@ pub struct SendReport {
     pub dead: usize,
     pub no_contact: usize,
     pub opted_out: usize,
+    /// Rows the render found stale (never sent).
+    pub stale: usize,
     pub fenced: usize,
     /// Rows found with an expired lease and moved to `uncertain`.
     pub uncertain: usize,
@@ -93,6 +114,7 @@ impl SendReport {
             DeliveryOutcome::Dead { .. } => self.dead += 1,
             DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
             DeliveryOutcome::OptedOut { .. } => self.opted_out += 1,
+            DeliveryOutcome::Stale { .. } => self.stale += 1,
             DeliveryOutcome::Fenced { .. } => self.fenced += 1,
         }
     }
@@ -104,6 +126,7 @@ impl SendReport {
         self.dead += other.dead;
         self.no_contact += other.no_contact;
         self.opted_out += other.opted_out;
+        self.stale += other.stale;
         self.fenced += other.fenced;
         self.uncertain += other.uncertain;
         self.resent += other.resent;
@@ -137,6 +160,26 @@ impl Sender {
     /// another sender (right after the listener committed it).
     pub async fn send_key(&self, idempotency_key: &str) -> Result<SendReport, SendError> {
         self.step(Some(idempotency_key)).await
+    }
+
+    /// [`Sender::send_key`] for a caller that must be done within `budget` (the listener Lambda
+    /// before its deadline): when a provider call could not end in time (`budget` below the provider
+    /// timeout plus [`SEND_MARGIN`] for the render and the mark), nothing is claimed and the row stays
+    /// due for the housekeeping sender — a call cut off after the provider accepted the message would
+    /// leave it to be sent again.
+    pub async fn send_key_within(
+        &self,
+        idempotency_key: &str,
+        budget: Duration,
+    ) -> Result<SendReport, SendError> {
+        if budget < self.config.provider_timeout + SEND_MARGIN {
+            tracing::info!(
+                budget_ms = budget.as_millis() as u64,
+                "too close to the deadline for a provider call; leaving the delivery to housekeeping"
+            );
+            return Ok(SendReport::default());
+        }
+        self.send_key(idempotency_key).await
     }
 
     /// One step: claims up to a batch of due rows and delivers them.
@@ -212,6 +255,18 @@ impl Sender {
         let prepared = {
             let mut conn = self.pool.get().await?;
             let tx = conn.transaction().await?;
+            // No provider call under an expired lease: this row's lease is renewed first, fenced by
+            // the token and refused once it ended; the call that follows is bounded by the provider
+            // timeout, below the lease.
+            if !store::renew(&tx, row.id, token, self.config.lease).await? {
+                tx.rollback().await?;
+                tracing::warn!(
+                    notification_id = %row.id,
+                    event_id = %row.event_id,
+                    "delivery lease ended or was taken over before its turn; not sending"
+                );
+                return Ok(DeliveryOutcome::Fenced { id: row.id });
+            }
             let prepared = render::prepare(&tx, row, &self.providers, &self.config).await?;
             tx.commit().await?;
             prepared
@@ -236,6 +291,7 @@ impl Sender {
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
             Prepared::OptedOut => (DeliveryOutcome::OptedOut { id: row.id }, Some("none")),
+            Prepared::Stale(code) => (DeliveryOutcome::Stale { id: row.id, code }, None),
             Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
         };
         let Some((status, code, delay)) = outcome.mark() else { return Ok(outcome) };

@@ -1,5 +1,6 @@
-//! The sender's statements on `notifications`: expire leases to `uncertain`, claim due rows, mark
-//! one row (fenced). Each is one statement; claim runs in its own short transaction.
+//! The sender's statements on `notifications`: expire leases to `uncertain`, claim due rows, renew
+//! one row's lease before its provider call, mark one row (fenced). Each is one statement; claim runs
+//! in its own short transaction.
 
 use std::time::Duration;
 
@@ -130,6 +131,26 @@ pub struct Mark<'a> {
     pub error_code: Option<&'a str>,
     /// `retry` only: when it is due again.
     pub delay: Duration,
+}
+
+/// Renews one claimed row's lease right before its provider call, fenced by the claim token and by
+/// the lease still running: a row whose lease already ended (another claim may have found it and
+/// moved it to `uncertain`, or may do so any moment) is not renewed, and its call is skipped.
+const RENEW: &str = "UPDATE notifications \
+     SET available_at = now() + $3::float8 * interval '1 millisecond', \
+         claimed_until = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
+     WHERE id = $1 AND claim_token = $2 AND status = 'sending' AND claimed_until > now() RETURNING id";
+
+/// Renews the lease of one claimed row for `lease` from now; `false` when the claim was taken over
+/// or its lease already ended (then no provider call may start for it).
+pub async fn renew(
+    client: &impl GenericClient,
+    id: NotificationId,
+    token: ClaimToken,
+    lease: Duration,
+) -> Result<bool, tokio_postgres::Error> {
+    let lease_ms = lease.as_secs_f64() * 1000.0;
+    Ok(!sql::query(client, RENEW, &[&id, &token, &lease_ms]).await?.is_empty())
 }
 
 const MARK: &str = "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \

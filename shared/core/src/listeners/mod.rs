@@ -25,6 +25,7 @@ mod workflows;
 
 pub use map::{is_routed, listeners, routed, Listener};
 pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
+pub(crate) use workflows::stale_at_send;
 pub use workflows::{deliver, run, run_with};
 
 /// What a listener run did.

@@ -193,6 +193,22 @@ fn stale_reason(
     })
 }
 
+/// Why the current state makes the notification `listener` committed for `env` stale, if it does:
+/// the listener's own freshness rule ([`stale_reason`]), re-applied by the send-time render
+/// ([`crate::delivery::render`]) so a notice that waited in retry is never sent once it stopped being
+/// true. `None` for a listener that sends no notice.
+pub(crate) fn stale_at_send(
+    listener: Listener,
+    appointment: &Appointment,
+    parties: Parties,
+    env: &Envelope,
+) -> Option<&'static str> {
+    match Work::of(listener, env.event_type) {
+        Work::Notice(notice) => stale_reason(appointment, parties, env, notice),
+        Work::CancelFutureAppointments | Work::WebhookFanOut => None,
+    }
+}
+
 fn expect_resource(env: &Envelope, expected: ResourceType) -> Result<(), ListenerError> {
     if env.resource_type == expected {
         Ok(())

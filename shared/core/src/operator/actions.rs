@@ -1,5 +1,13 @@
 //! Retry, replay and discard: one locked row, one status check, one change, one audit row — all on
 //! the caller's transaction.
+//!
+//! Invariants:
+//! - Retry and replay start a fresh attempt budget (`attempts = 0`), so they always lead to at least
+//!   one real attempt: the claim never buries a row an operator just re-queued. The spent attempts
+//!   stay in `outbox_history`; the action is in `operator_actions`.
+//! - Retry keeps the listeners already started (`listener_starts`): only the missing ones start.
+//! - A status the action does not fit (a retry of a dispatched row, a replay of a dead one, anything
+//!   on a discarded row) is a `Conflict` (409) naming the status, and writes nothing.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -133,13 +141,18 @@ const LOCK_ROW: &str = "SELECT o.status, e.type, e.workspace_id \
      WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2) \
      FOR UPDATE OF o";
 
+/// A fresh attempt budget (`attempts = 0`): a row that died at the ceiling would otherwise be buried
+/// again by the next claim (`attempts_exhausted`) without a single start. The attempts it spent stay
+/// in `outbox_history` (one row per failure and the burial) and the action in `operator_actions`; the
+/// last error stays on the row until the next attempt replaces it.
 const RETRY: &str = "UPDATE event_outbox \
-     SET status = 'pending', available_at = now(), claim_token = NULL, claimed_by = NULL, \
+     SET status = 'pending', attempts = 0, available_at = now(), claim_token = NULL, claimed_by = NULL, \
          claimed_until = NULL, updated_at = now() \
      WHERE event_id = $1";
 
+/// A fresh attempt budget, like [`RETRY`].
 const REPLAY: &str = "UPDATE event_outbox \
-     SET status = 'pending', only_listeners = $2, available_at = now(), claim_token = NULL, \
+     SET status = 'pending', attempts = 0, only_listeners = $2, available_at = now(), claim_token = NULL, \
          claimed_by = NULL, claimed_until = NULL, updated_at = now() \
      WHERE event_id = $1";
 

@@ -18,7 +18,6 @@ fn claim_sql() -> &'static str {
         include_str!("claim.sql")
             .replace("{DUE}", super::due::DUE)
             .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
-            .replace("{HELD_CODE}", super::HELD_CODE)
             .replace("{SUBSCRIBED_TO_E}", &crate::webhooks::fanout::SUBSCRIBED.replace("$2::text", "e.type"))
     })
 }

@@ -1,11 +1,12 @@
 -- One statement, one round trip: pick due rows (pending; retry whose backoff ended; claimed whose
 -- lease expired) without waiting on rows another dispatcher holds, claim them under a fresh token and
--- lease, and return each event's envelope. A re-claimed row (attempts > 1) also returns the listeners
--- already started, so only the missing ones start again. A row whose attempts already reached the
+-- lease, and return each event's envelope. A re-claimed row (attempts > 1, or any row an earlier
+-- attempt marked: a hold gives its attempt back, an operator retry starts a fresh budget, so the
+-- attempt count alone cannot tell) also returns the listeners already started, so only the missing
+-- ones start again. A row whose attempts already reached the
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
--- A row held for a paused listener (its attempt given back) also returns its started listeners, and
--- every row returns its workspace's paused listeners, read once per claim (a tiny table, hashed),
+-- Every row returns its workspace's paused listeners, read once per claim (a tiny table, hashed),
 -- not once per row, and whether an enabled webhook endpoint of its workspace subscribes to its type
 -- (the webhook fan-out starts only then).
 --
@@ -49,7 +50,7 @@ WHERE o.event_id = due.event_id
 RETURNING o.attempts,
           CASE WHEN o.status = 'dead' THEN 'buried' ELSE due.previous_status END,
           o.only_listeners,
-          CASE WHEN o.attempts > 1 OR o.last_error_code = '{HELD_CODE}' THEN
+          CASE WHEN o.attempts > 1 OR o.last_error_code IS NOT NULL THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)
           END AS started,
           {ENVELOPE_COLUMNS},

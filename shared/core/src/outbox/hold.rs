@@ -5,8 +5,7 @@
 
 use std::time::Duration;
 
-/// The `last_error_code` of a row held for a paused listener (also read by `claim.sql` and
-/// [`crate::operator::pause`]).
+/// The `last_error_code` of a row held for a paused listener (also read by [`crate::operator::pause`]).
 pub const HELD_CODE: &str = "listener_paused";
 
 /// How long a held row waits before the claim looks at it again (a safety net: resume releases

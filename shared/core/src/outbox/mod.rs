@@ -7,11 +7,11 @@
 //!
 //! | status       | moved in by                                                        | moved out by |
 //! |--------------|--------------------------------------------------------------------|--------------|
-//! | `pending`    | [`crate::events::store::append`], in the mutation's own transaction; an operator `retry` or `replay` ([`crate::operator`]) | [`claim`] → `claimed` |
+//! | `pending`    | [`crate::events::store::append`], in the mutation's own transaction; an operator `retry` or `replay` ([`crate::operator`]), with a fresh attempt budget (`attempts` = 0) | [`claim`] → `claimed` |
 //! | `claimed`    | [`claim`]: a due `pending` or `retry` row, or a `claimed` row whose lease (`available_at` = `claimed_until`) expired — its dispatcher is presumed dead (`lease_expired`) | the claim-token holder's mark: [`mark_dispatched`] → `dispatched`, [`mark_failed`] → `retry`/`dead`; or another dispatcher's [`claim`] after the lease expired |
 //! | `dispatched` | [`mark_dispatched`]: every listener of the event has started (the transport accepted it; for `local` the listener committed its receipt) | final for dispatchers; an operator `replay` ([`crate::operator`]) re-queues it with `only_listeners` |
-//! | `retry`      | [`mark_failed`]: some listener failed to start and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff. Or a hold ([`Failure::Hold`]): the transport was unavailable, or the row names a type or listener this build does not know — the attempt is given back | [`claim`] once `available_at` has come |
-//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached on per-message failures, a start failed permanently, or the stored event is corrupt; or [`claim_with_ceiling`]: a row reclaimed after its lease with its attempts at the ceiling (`attempts_exhausted`) | operator `retry` (→ `pending`) or `discard` ([`crate::operator`]) |
+//! | `retry`      | [`mark_failed`]: some listener failed to start and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff. Or a hold ([`Failure::Hold`]): the transport was unavailable (including SQS entries failed on the service's side, `SenderFault = false`), a listener is paused, or the row names a type or listener this build does not know — the attempt is given back | [`claim`] once `available_at` has come; an operator `retry` makes it due now |
+//! | `dead`       | [`mark_failed`]: the attempt ceiling was reached on per-message failures, a start failed permanently, or the stored event is corrupt; or [`claim_with_ceiling`]: a row reclaimed after its lease with its attempts at the ceiling (`attempts_exhausted`) | operator `retry` (→ `pending`, a fresh attempt budget, so the next claim starts its listeners instead of burying it again) or `discard` ([`crate::operator`]) |
 //! | `discarded`  | operator `discard` ([`crate::operator`])                                 | final |
 //!
 //! Invariants:
@@ -30,15 +30,20 @@
 //!   statement, no insert); each receipt removes its listener in the listener's own transaction (a
 //!   trigger). Starts of an attempt that did not finish its row (a partial failure, a hold) are
 //!   `listener_starts` rows instead, written beside the failure mark and not fenced: a re-claimed row
-//!   (more than one attempt, or held) loads them so only missing listeners start. The view
+//!   (more than one attempt, or any row an earlier attempt marked — held, failed, or re-queued by an
+//!   operator with a fresh budget) loads them so only missing listeners start: a row held on its
+//!   first attempt never starts again the listeners that attempt started. The view
 //!   `listener_custody` is every pair still in custody, over both records; the reconciler
 //!   ([`crate::housekeeping::reconcile`]) moves overdue awaited pairs into `listener_starts` to count
 //!   their restarts. A crash between start and mark loses nothing: the lease expires, the row is
 //!   claimed again and duplicate starts are absorbed by listener receipts.
 //! - A row is buried at claim time when its attempts already reached the ceiling (its last
 //!   dispatcher died before marking it), so lease expiry cannot reclaim it forever.
-//! - Holds ([`Failure::Hold`]) give the attempt back: a transport outage, an open breaker or an event
-//!   type or listener this build does not know never brings a row closer to `dead`.
+//! - Holds ([`Failure::Hold`]) give the attempt back: a transport outage, an open breaker, an SQS
+//!   entry failed on the service's side, a paused listener or an event type or listener this build
+//!   does not know never brings a row closer to `dead`. A hold records the starts that succeeded.
+//! - An operator `retry` or `replay` starts a fresh attempt budget (`attempts` = 0) and so always
+//!   leads to at least one real attempt; the spent attempts stay in `outbox_history`.
 //! - `dispatched` rows are kept (an operator replay needs them; a retention sweep may delete them
 //!   later). The due index covers live statuses only, so the claim scan does not slow down as they
 //!   accumulate; `events` stays the durable log either way.

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::support::{drain, fast_config, step, Fixture};
 use clinic_core::dispatch::testing::{FailingTransport, OutageTransport};
 use clinic_core::dispatch::{StartError, Transport};
+use clinic_core::listeners::Listener;
 use clinic_core::metrics::read_ages;
 
 const LIVE: &str = "SELECT count(*) FROM event_outbox WHERE status IN ('pending', 'claimed', 'retry')";
@@ -185,4 +186,51 @@ async fn a_replay_naming_a_listener_unknown_to_this_build_is_held() {
     assert_eq!(row.status, "retry", "not marked dispatched with send_fax never started");
     assert_eq!(row.last_error_code.as_deref(), Some("unknown_listener"));
     assert!(row.last_error.unwrap().contains("send_fax"));
+}
+
+#[tokio::test]
+async fn a_row_held_on_its_first_attempt_starts_only_the_missing_listener_on_each_probe() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let (_, created) = fx.book(patient, practitioner, 24).await;
+    // The practitioner's queue is down (unavailable: a hold), the patient's answers.
+    let transport = Arc::new(FailingTransport::only(
+        vec![Listener::PractitionerScheduleChange],
+        StartError::unavailable("sqs_unreachable", "connection refused"),
+        fx.local(),
+    ));
+    let dispatcher = fx.dispatcher(transport.clone(), fast_config());
+    let first = step(&dispatcher).await;
+    assert_eq!((first.held, first.started), (1, 1), "{first:?}");
+    assert_eq!(transport.requested(), 2, "the first attempt starts both listeners");
+    let row = fx.outbox(&created).await;
+    assert_eq!((row.status.as_str(), row.attempts), ("retry", 0), "held: the attempt given back");
+    let recorded: i64 = fx
+        .db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM listener_starts WHERE event_id = $1", &[&created.id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(recorded, 1, "the hold remembers the start that succeeded");
+
+    let probes = 3;
+    for probe in 1..=probes {
+        fx.db
+            .client()
+            .await
+            .execute("UPDATE event_outbox SET available_at = now() WHERE event_id = $1", &[&created.id])
+            .await
+            .unwrap();
+        let report = step(&dispatcher).await;
+        assert_eq!(report.held, 1, "{report:?}");
+        assert_eq!(
+            transport.requested(),
+            2 + probe,
+            "probe {probe} starts only the missing listener, not the one already started"
+        );
+    }
+    assert_eq!(fx.outbox(&created).await.attempts, 0, "holds spend no attempt");
 }

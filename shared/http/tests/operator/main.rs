@@ -7,6 +7,7 @@ mod disclosures;
 mod explain_trail;
 mod http;
 mod queries;
+mod recovery;
 mod reminders;
 mod retention;
 mod retention_expiry;

@@ -185,3 +185,107 @@ async fn a_message_purged_after_sending_is_restarted_by_the_reconciler_with_the_
 async fn unsettled(client: &tokio_postgres::Client) -> i64 {
     client.query_one("SELECT count(*) FROM listener_custody", &[]).await.unwrap().get(0)
 }
+
+/// An SQS stand-in that answers every SendMessageBatch with each entry failed on the service's side
+/// (`SenderFault: false`, `InternalError`), as SQS does in a partial incident.
+async fn service_side_failures() -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = Vec::new();
+                let mut chunk = [0u8; 8192];
+                loop {
+                    // One request: headers, then a body of Content-Length bytes.
+                    let (head_end, length) = loop {
+                        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&buffer[..end]).to_ascii_lowercase();
+                            let length = head
+                                .lines()
+                                .find_map(|line| line.strip_prefix("content-length:"))
+                                .and_then(|value| value.trim().parse::<usize>().ok())
+                                .unwrap_or(0);
+                            break (end + 4, length);
+                        }
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    };
+                    while buffer.len() < head_end + length {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let body: serde_json::Value =
+                        serde_json::from_slice(&buffer[head_end..head_end + length]).unwrap_or_default();
+                    buffer.drain(..head_end + length);
+                    let failed: Vec<serde_json::Value> = body["Entries"]
+                        .as_array()
+                        .map(|entries| {
+                            entries
+                                .iter()
+                                .map(|entry| {
+                                    serde_json::json!({"Id": entry["Id"], "SenderFault": false,
+                                        "Code": "InternalError", "Message": "service unavailable"})
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    let answer = serde_json::json!({"Successful": [], "Failed": failed}).to_string();
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\n\
+                         x-amzn-RequestId: 00000000-0000-0000-0000-000000000000\r\n\
+                         Content-Length: {}\r\n\r\n{answer}",
+                        answer.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (endpoint, server)
+}
+
+#[tokio::test]
+async fn entries_failing_on_the_service_side_are_holds_not_attempts() {
+    clinic_testkit::init_test_logging();
+    let (endpoint, server) = service_side_failures().await;
+    let db = clinic_testkit::fresh_db().await;
+    let events = clinic_testkit::seed::booked_appointments(&db, 2).await;
+    let transport = SqsTransport::new(client_for(&endpoint).await, queues_at(&endpoint), "/clinic");
+    let start = Start { envelope: &events[0], listener: Listener::PatientBookingConfirmation };
+    let error = transport.start(&[start]).await[0].clone().unwrap_err();
+    assert!(error.unavailable && !error.permanent, "SenderFault = false is the service's: {error:?}");
+
+    // Many steps past the attempt ceiling: every row held, no attempt spent, nothing dead.
+    let dispatcher = Dispatcher::new(db.pool.clone(), Arc::new(transport), config());
+    for _ in 0..(config().max_attempts * 2) {
+        dispatcher.drain_once().await.unwrap();
+        db.client()
+            .await
+            .execute("UPDATE event_outbox SET available_at = now() WHERE status = 'retry'", &[])
+            .await
+            .unwrap();
+    }
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'retry'), \
+                    coalesce(max(attempts), 0) FROM event_outbox o JOIN events e ON e.id = o.event_id \
+             WHERE e.type = 'appointment.created'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (dead, retry, attempts): (i64, i64, i32) = (row.get(0), row.get(1), row.get(2));
+    assert_eq!((dead, retry), (0, 2));
+    assert!(attempts <= 1, "held rows keep their attempts: {attempts}");
+    server.abort();
+}
