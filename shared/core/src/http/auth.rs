@@ -1,9 +1,10 @@
 //! Who is calling: verified claims (`sub`, `workspace_id`, `role`) become a [`Caller`].
 //!
 //! Behind API Gateway the JWT authorizer has verified the token and the Lambda adapter inserts its
-//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself like the
-//! deployed authorizer does: `exp`, `iss` ([`LOCAL_ISSUER`]) and `aud` ([`LOCAL_AUDIENCE`]) required,
-//! `nbf` checked when present; `alg: none` and every other algorithm are rejected. A request without a
+//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself
+//! ([`super::jwt`]) like the deployed authorizer does: `exp`, `iss` ([`LOCAL_ISSUER`]) and `aud`
+//! ([`LOCAL_AUDIENCE`]) required, `nbf` checked when present; `alg: none` and every other algorithm
+//! are rejected. A request without a
 //! usable identity answers 401; tokens are never logged.
 //!
 //! A verified caller whose workspace does not exist is refused (403 `unknown-workspace`,
@@ -21,10 +22,10 @@ use std::sync::{Arc, RwLock};
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
+use super::jwt::{self, Expected, JwtError};
 use super::problem::ApiError;
 use super::AppState;
 use crate::config::AuthConfig;
@@ -153,7 +154,7 @@ pub fn issue_token(
     sub: Ulid,
     role: Role,
     ttl: std::time::Duration,
-) -> Result<String, jsonwebtoken::errors::Error> {
+) -> Result<String, JwtError> {
     let now = chrono::Utc::now().timestamp().max(0) as u64;
     let claims = TokenClaims {
         sub: sub.to_string(),
@@ -165,21 +166,14 @@ pub fn issue_token(
         nbf: Some(now),
         exp: now + ttl.as_secs(),
     };
-    let key = EncodingKey::from_secret(secret)?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+    jwt::sign(secret, &claims)
 }
 
 fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
     let token = authorization.strip_prefix("Bearer ")?.trim();
-    let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-    validation.set_issuer(&[LOCAL_ISSUER]);
-    validation.set_audience(&[LOCAL_AUDIENCE]);
-    validation.validate_nbf = true;
-    validation.leeway = 5;
-    let key = DecodingKey::from_secret(secret).ok()?;
-    let data = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation).ok()?;
-    Caller::from_claims(Some(&data.claims.sub), Some(&data.claims.workspace_id), Some(&data.claims.role))
+    let expected = Expected { issuer: LOCAL_ISSUER, audience: LOCAL_AUDIENCE };
+    let claims: TokenClaims = jwt::verify(secret, token, expected, chrono::Utc::now().timestamp()).ok()?;
+    Caller::from_claims(Some(&claims.sub), Some(&claims.workspace_id), Some(&claims.role))
 }
 
 /// Resolves the caller from verified claims or a bearer token and stores it in the request's
@@ -302,10 +296,7 @@ mod tests {
     #[test]
     fn checks_not_before_issuer_and_audience() {
         let now = chrono::Utc::now().timestamp();
-        let sign = |claims: serde_json::Value| {
-            let key = EncodingKey::from_secret(b"secret").unwrap();
-            format!("Bearer {}", jsonwebtoken::encode(&Header::default(), &claims, &key).unwrap())
-        };
+        let sign = |claims: serde_json::Value| format!("Bearer {}", jwt::sign(b"secret", &claims).unwrap());
         let claims = |iss: Option<&str>, aud: Option<&str>, nbf: i64| {
             let mut claims = serde_json::json!({
                 "sub": Ulid::generate().to_string(), "workspace_id": WorkspaceId::generate().to_string(),
@@ -358,9 +349,7 @@ mod tests {
             nbf: None,
             iat: 0,
         };
-        let token =
-            jsonwebtoken::encode(&Header::default(), &expired, &EncodingKey::from_secret(b"secret").unwrap())
-                .unwrap();
+        let token = jwt::sign(b"secret", &expired).unwrap();
         assert!(verify_bearer(b"secret", &format!("Bearer {token}")).is_none());
     }
 }

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod correlation;
 pub mod cursor;
 pub mod idempotency;
+pub mod jwt;
 pub mod problem;
 pub mod readiness;
 pub mod request;
