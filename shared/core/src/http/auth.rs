@@ -8,8 +8,9 @@
 //! usable identity answers 401; tokens are never logged.
 //!
 //! A verified caller whose workspace does not exist is refused (403 `unknown-workspace`,
-//! DESIGN.md §6c) before any route runs: [`KnownWorkspaces`] asks the database once per workspace
-//! and process, never per request once the workspace is known.
+//! DESIGN.md §6c) by the [`Caller`] extractor, before a route that needs a caller runs:
+//! [`KnownWorkspaces`] asks the database once per workspace and process, never per request once the
+//! workspace is known.
 //!
 //! The subject is a ULID or a hyphenated UUID — the same 128 bits (Cognito's `sub` is a UUID: a
 //! member created with that UUID as its id is that user). Behind API Gateway the subject is read from
@@ -111,11 +112,16 @@ impl Caller {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
+/// Every route that needs a caller takes it here: 401 without one, 403 `unknown-workspace` when its
+/// workspace does not exist. Routes that need none (liveness, the documents) never look it up, so they
+/// never touch the database.
+impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)?;
+        require_known_workspace(state, caller).await?;
+        Ok(caller)
     }
 }
 
@@ -244,12 +250,8 @@ impl KnownWorkspaces {
     }
 }
 
-/// Refuses a caller ([`identify`]'s, if any) that names a workspace that does not exist (403
-/// `unknown-workspace`); a request without a caller passes.
-pub async fn require_known_workspace(state: &AppState, caller: Option<Caller>) -> Result<(), ApiError> {
-    let Some(caller) = caller else {
-        return Ok(());
-    };
+/// Refuses a caller that names a workspace that does not exist (403 `unknown-workspace`).
+pub async fn require_known_workspace(state: &AppState, caller: Caller) -> Result<(), ApiError> {
     if state.api.workspaces.exists(&state.pool, caller.workspace_id).await? {
         Ok(())
     } else {
