@@ -1,14 +1,16 @@
 //! Who is calling: verified claims (`sub`, `workspace_id`, `role`) become a [`Caller`].
 //!
 //! Behind API Gateway the JWT authorizer has verified the token and the Lambda adapter inserts its
-//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself like the
-//! deployed authorizer does: `exp`, `iss` ([`LOCAL_ISSUER`]) and `aud` ([`LOCAL_AUDIENCE`]) required,
-//! `nbf` checked when present; `alg: none` and every other algorithm are rejected. A request without a
+//! claims as [`VerifiedClaims`]; locally the router verifies an HS256 bearer token itself
+//! ([`super::jwt`]) like the deployed authorizer does: `exp`, `iss` ([`LOCAL_ISSUER`]) and `aud`
+//! ([`LOCAL_AUDIENCE`]) required, `nbf` checked when present; `alg: none` and every other algorithm
+//! are rejected. A request without a
 //! usable identity answers 401; tokens are never logged.
 //!
 //! A verified caller whose workspace does not exist is refused (403 `unknown-workspace`,
-//! DESIGN.md §6c) before any route runs: [`KnownWorkspaces`] asks the database once per workspace
-//! and process, never per request once the workspace is known.
+//! DESIGN.md §6c) by the [`Caller`] extractor, before a route that needs a caller runs:
+//! [`KnownWorkspaces`] asks the database once per workspace and process, never per request once the
+//! workspace is known.
 //!
 //! The subject is a ULID or a hyphenated UUID — the same 128 bits (Cognito's `sub` is a UUID: a
 //! member created with that UUID as its id is that user). Behind API Gateway the subject is read from
@@ -21,10 +23,10 @@ use std::sync::{Arc, RwLock};
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
+use super::jwt::{self, Expected, JwtError};
 use super::problem::ApiError;
 use super::AppState;
 use crate::AuthConfig;
@@ -110,11 +112,16 @@ impl Caller {
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for Caller {
+/// Every route that needs a caller takes it here: 401 without one, 403 `unknown-workspace` when its
+/// workspace does not exist. Routes that need none (liveness, the documents) never look it up, so they
+/// never touch the database.
+impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
-        parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)?;
+        require_known_workspace(state, caller).await?;
+        Ok(caller)
     }
 }
 
@@ -153,7 +160,7 @@ pub fn issue_token(
     sub: Ulid,
     role: Role,
     ttl: std::time::Duration,
-) -> Result<String, jsonwebtoken::errors::Error> {
+) -> Result<String, JwtError> {
     let now = chrono::Utc::now().timestamp().max(0) as u64;
     let claims = TokenClaims {
         sub: sub.to_string(),
@@ -165,21 +172,14 @@ pub fn issue_token(
         nbf: Some(now),
         exp: now + ttl.as_secs(),
     };
-    let key = EncodingKey::from_secret(secret)?;
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &key)
+    jwt::sign(secret, &claims)
 }
 
 fn verify_bearer(secret: &[u8], authorization: &str) -> Option<Caller> {
     let token = authorization.strip_prefix("Bearer ")?.trim();
-    let mut validation = Validation::new(Algorithm::HS256);
-    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-    validation.set_issuer(&[LOCAL_ISSUER]);
-    validation.set_audience(&[LOCAL_AUDIENCE]);
-    validation.validate_nbf = true;
-    validation.leeway = 5;
-    let key = DecodingKey::from_secret(secret).ok()?;
-    let data = jsonwebtoken::decode::<TokenClaims>(token, &key, &validation).ok()?;
-    Caller::from_claims(Some(&data.claims.sub), Some(&data.claims.workspace_id), Some(&data.claims.role))
+    let expected = Expected { issuer: LOCAL_ISSUER, audience: LOCAL_AUDIENCE };
+    let claims: TokenClaims = jwt::verify(secret, token, expected, chrono::Utc::now().timestamp()).ok()?;
+    Caller::from_claims(Some(&claims.sub), Some(&claims.workspace_id), Some(&claims.role))
 }
 
 /// Resolves the caller from verified claims or a bearer token and stores it in the request's
@@ -250,12 +250,8 @@ impl KnownWorkspaces {
     }
 }
 
-/// Refuses a caller ([`identify`]'s, if any) that names a workspace that does not exist (403
-/// `unknown-workspace`); a request without a caller passes.
-pub async fn require_known_workspace(state: &AppState, caller: Option<Caller>) -> Result<(), ApiError> {
-    let Some(caller) = caller else {
-        return Ok(());
-    };
+/// Refuses a caller that names a workspace that does not exist (403 `unknown-workspace`).
+pub async fn require_known_workspace(state: &AppState, caller: Caller) -> Result<(), ApiError> {
     if state.api.workspaces.exists(&state.pool, caller.workspace_id).await? {
         Ok(())
     } else {
@@ -302,10 +298,7 @@ mod tests {
     #[test]
     fn checks_not_before_issuer_and_audience() {
         let now = chrono::Utc::now().timestamp();
-        let sign = |claims: serde_json::Value| {
-            let key = EncodingKey::from_secret(b"secret").unwrap();
-            format!("Bearer {}", jsonwebtoken::encode(&Header::default(), &claims, &key).unwrap())
-        };
+        let sign = |claims: serde_json::Value| format!("Bearer {}", jwt::sign(b"secret", &claims).unwrap());
         let claims = |iss: Option<&str>, aud: Option<&str>, nbf: i64| {
             let mut claims = serde_json::json!({
                 "sub": Ulid::generate().to_string(), "workspace_id": WorkspaceId::generate().to_string(),
@@ -358,9 +351,7 @@ mod tests {
             nbf: None,
             iat: 0,
         };
-        let token =
-            jsonwebtoken::encode(&Header::default(), &expired, &EncodingKey::from_secret(b"secret").unwrap())
-                .unwrap();
+        let token = jwt::sign(b"secret", &expired).unwrap();
         assert!(verify_bearer(b"secret", &format!("Bearer {token}")).is_none());
     }
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod correlation;
 pub mod cursor;
 pub mod idempotency;
+pub mod jwt;
 pub mod problem;
 pub mod readiness;
 pub mod request;

@@ -39,18 +39,11 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestIds {
     }
 }
 
-/// Middleware, outermost: identifies the caller ([`auth::identify`]) and refuses one whose workspace
-/// does not exist ([`auth::require_known_workspace`]), then decides the request's
+/// Middleware, outermost: identifies the caller ([`auth::identify`]), then decides the request's
 /// correlation id for the caller's workspace, answers it in `X-Correlation-Id` and logs one line per
 /// request (ids and the route template only).
 pub async fn enter(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
-    let identified = match auth::identify(&state, &mut request) {
-        Ok(()) => {
-            let caller = request.extensions().get::<Caller>().copied();
-            auth::require_known_workspace(&state, caller).await
-        }
-        Err(error) => Err(error),
-    };
+    let identified = auth::identify(&state, &mut request);
     let workspace = request.extensions().get::<Caller>().map(|caller| caller.workspace_id);
     let sent = request.headers().get(&CORRELATION_HEADER).and_then(|value| value.to_str().ok());
     let correlation = state.api.correlation.resolve(workspace, sent);

@@ -39,8 +39,9 @@ pub struct Claimed {
     pub unknown_listeners: Vec<String>,
     /// Listeners paused in the event's workspace ([`crate::operator::pause`]): not started, held.
     pub paused: Vec<Listener>,
-    /// An enabled webhook endpoint of the workspace subscribes to the event's type: the webhook
-    /// fan-out is routed ([`crate::listeners::routed`]).
+    /// A webhook endpoint of the workspace that collects deliveries (enabled, or off for less than
+    /// [`crate::webhooks::fanout::HOLD_DAYS`]: held until it is enabled) subscribes to the event's
+    /// type: the webhook fan-out is routed ([`crate::listeners::routed`]).
     pub webhooks: bool,
 }
 

@@ -7,8 +7,8 @@
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
 -- Every row returns its workspace's paused listeners, read once per claim (a tiny table, hashed),
--- not once per row, and whether an enabled webhook endpoint of its workspace subscribes to its type
--- (the webhook fan-out starts only then).
+-- not once per row, and whether a webhook endpoint of its workspace that collects deliveries (enabled,
+-- or off for less than webhooks::fanout::HOLD_DAYS) subscribes to its type (the fan-out starts only then).
 --
 -- `$6` (NULL: none) is the claim floor (dispatch/floor.rs): while a backlog lasts, the scan starts
 -- at that `available_at` instead of at the start of `event_outbox_due_idx`, whose oldest entries are

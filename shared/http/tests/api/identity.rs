@@ -1,6 +1,6 @@
 //! Identity (issue 39 item 4; DESIGN.md §6c): a verified token whose workspace does not exist is
 //! refused (403 `unknown-workspace`) on every route that needs a caller, reads included, and writes
-//! nothing; the workspace lookup is cached.
+//! nothing; routes that need no caller answer as before.
 
 use clinic_core::ids::WorkspaceId;
 use clinic_http::auth::Role;
@@ -23,6 +23,9 @@ async fn a_token_for_a_workspace_that_does_not_exist_is_refused() {
             assert_eq!(response.body["type"], "urn:clinic:problem:unknown-workspace", "{}", response.text);
         }
     }
+    // Routes that need no caller do not look the workspace up (liveness never touches the database).
+    let forged = token(ghost, ulid::Ulid::generate(), Role::Admin);
+    assert_eq!(app.call("GET", "/healthz", Some(&forged), None).await.status, 200);
     assert_eq!(app.count("SELECT 1 FROM patients").await, 0);
     assert_eq!(app.count("SELECT 1 FROM patient_disclosures").await, 0);
     // The real workspace still answers.
