@@ -15,6 +15,22 @@ pub fn queue_url_var(listener: Listener) -> String {
     format!("CLINIC_SQS_QUEUE_URL_{}", listener.as_str().to_ascii_uppercase())
 }
 
+/// The stem of `listener`'s logical ids in template.yaml (`patient_booking_confirmation` →
+/// `PatientBookingConfirmation`: its `…Queue`, `…DeadLetterQueue`, `…Role`, `…Function`, …).
+pub fn template_logical_id(listener: Listener) -> String {
+    listener
+        .as_str()
+        .split('_')
+        .map(|word| {
+            let mut chars = word.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
 impl QueueMap {
     /// Every listener must have a queue: a missing one is an error naming the variable.
     pub fn from_env() -> Result<Self, ConfigError> {

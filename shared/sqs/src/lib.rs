@@ -46,7 +46,9 @@ pub mod testing;
 mod transport;
 
 pub use cloudevents::{parse_cloud_event, parse_message, to_cloud_event, CloudEvent, MessageError};
-pub use config::{build_client, build_client_with, queue_url_var, QueueMap, SqsConfig, SqsTimeouts};
+pub use config::{
+    build_client, build_client_with, queue_url_var, template_logical_id, QueueMap, SqsConfig, SqsTimeouts,
+};
 pub use transport::SqsTransport;
 
 /// The body of a webhook delivery: the identifier-only CloudEvent the queues carry, from the one

@@ -18,7 +18,7 @@ use std::fmt::Write;
 use clinic_core::events::EventType;
 use clinic_core::listeners::{listeners, Listener};
 
-use crate::config::queue_url_var;
+use crate::config::{queue_url_var, template_logical_id as logical};
 
 /// What the listener does, after its event types in the function's description.
 fn purpose(listener: Listener) -> &'static str {
@@ -70,21 +70,6 @@ fn events(listener: Listener) -> String {
         .map(|event_type| event_type.as_str())
         .collect();
     types.join(" / ")
-}
-
-/// `patient_booking_confirmation` → `PatientBookingConfirmation` (the resources' logical-id prefix).
-fn logical(listener: Listener) -> String {
-    listener
-        .as_str()
-        .split('_')
-        .map(|word| {
-            let mut chars = word.chars();
-            chars
-                .next()
-                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
 }
 
 const LISTENER_BLOCK: &str = include_str!("template_listener.yaml");

@@ -7,23 +7,9 @@
 
 use clinic_core::listeners::Listener;
 use clinic_dispatcher::DEADLINE_MARGIN;
+use clinic_sqs::template_logical_id as camel;
 
 const TEMPLATE: &str = include_str!("../../../../template.yaml");
-
-/// `patient_booking_confirmation` -> `PatientBookingConfirmation` (the logical-id stem).
-fn camel(listener: Listener) -> String {
-    listener
-        .as_str()
-        .split('_')
-        .map(|word| {
-            let mut chars = word.chars();
-            chars
-                .next()
-                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default()
-        })
-        .collect()
-}
 
 /// The lines of the top-level entry `logical_id` (a resource or a parameter), without its header.
 fn resource(logical_id: &str) -> String {

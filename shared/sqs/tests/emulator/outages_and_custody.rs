@@ -94,17 +94,7 @@ async fn a_hung_sqs_answers_unavailable_within_the_timeouts_and_buries_nothing()
             .await
             .unwrap();
     }
-    let client = db.client().await;
-    let row = client
-        .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'retry'), \
-                    coalesce(max(attempts), 0) FROM event_outbox o JOIN events e ON e.id = o.event_id \
-             WHERE e.type = 'appointment.created'",
-            &[],
-        )
-        .await
-        .unwrap();
-    let (dead, retry, attempts): (i64, i64, i32) = (row.get(0), row.get(1), row.get(2));
+    let (dead, retry, attempts) = booked_rows(&db.client().await).await;
     assert_eq!((dead, retry), (0, 3));
     assert!(attempts <= 1, "held rows keep their attempts: {attempts}");
     holder.abort();
@@ -180,6 +170,20 @@ async fn a_message_purged_after_sending_is_restarted_by_the_reconciler_with_the_
         clinic_core::listeners::run(&db.pool, Listener::PatientBookingConfirmation, event).await.unwrap();
     }
     assert_eq!(unsettled(&client).await, 2, "the other listener's starts are still in custody");
+}
+
+/// The `appointment.created` outbox rows: how many are dead, how many in retry, and the most attempts.
+async fn booked_rows(client: &deadpool_postgres::Object) -> (i64, i64, i32) {
+    let row = client
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'retry'), \
+                    coalesce(max(attempts), 0) FROM event_outbox o JOIN events e ON e.id = o.event_id \
+             WHERE e.type = 'appointment.created'",
+            &[],
+        )
+        .await
+        .unwrap();
+    (row.get(0), row.get(1), row.get(2))
 }
 
 async fn unsettled(client: &tokio_postgres::Client) -> i64 {
@@ -273,18 +277,7 @@ async fn entries_failing_on_the_service_side_are_holds_not_attempts() {
             .await
             .unwrap();
     }
-    let row = db
-        .client()
-        .await
-        .query_one(
-            "SELECT count(*) FILTER (WHERE status = 'dead'), count(*) FILTER (WHERE status = 'retry'), \
-                    coalesce(max(attempts), 0) FROM event_outbox o JOIN events e ON e.id = o.event_id \
-             WHERE e.type = 'appointment.created'",
-            &[],
-        )
-        .await
-        .unwrap();
-    let (dead, retry, attempts): (i64, i64, i32) = (row.get(0), row.get(1), row.get(2));
+    let (dead, retry, attempts) = booked_rows(&db.client().await).await;
     assert_eq!((dead, retry), (0, 2));
     assert!(attempts <= 1, "held rows keep their attempts: {attempts}");
     server.abort();

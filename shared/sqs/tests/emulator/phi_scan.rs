@@ -215,8 +215,18 @@ async fn scan(fifo: bool) {
     let dispatcher = Dispatcher::new(app.state.pool.clone(), sqs, sqs_config());
     let mut sent = Vec::new();
     let mut ran = 0;
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_millis(60)).await; // past the retry backoff
+    // Waits on progress, with a generous bound: rows in retry are made due at once instead of
+    // sleeping past their backoff (a fixed short sleep failed on a busy machine).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        app.state
+            .pool
+            .get()
+            .await
+            .unwrap()
+            .execute("UPDATE event_outbox SET available_at = now() WHERE status = 'retry'", &[])
+            .await
+            .unwrap();
         dispatcher.drain_once().await.unwrap();
         let messages = receive_all(&client, &queues).await;
         if messages.is_empty()
