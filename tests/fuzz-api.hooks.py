@@ -49,14 +49,18 @@ REFERENCES = [
 ]
 
 # A webhook URL's host is resolved when it is saved (the SSRF guard, docs/webhooks.md): whether it
-# resolves, and to which addresses, is the DNS's answer at that moment, not the document's.
-# The address classes of shared/core/src/webhooks/guard.rs.
+# resolves, and to which addresses, is the DNS's answer at that moment, not the document's. A literal
+# address is named with its class; a host name is not told what it resolved to. The classes of
+# shared/core/src/webhooks/guard.rs (`forbidden`).
 FORBIDDEN_KINDS = ("metadata", "unspecified", "loopback", "private", "link_local", "cgnat", "multicast",
-                   "reserved", "documentation")
+                   "reserved", "documentation", "ipv4_mapped", "ipv4_translated", "ipv4_compatible",
+                   "nat64", "6to4", "discard", "site_local", "not_global_unicast", "teredo")
 WEBHOOK_HOST = (
     "url",
-    ("url: the host does not resolve",)
-    + tuple(f"url: the host resolves to a forbidden address ({kind})" for kind in FORBIDDEN_KINDS),
+    ("url: the host does not resolve",
+     "url: the host did not resolve in time",
+     "url: the host name must resolve only to public unicast addresses")
+    + tuple(f"url: the address is not a public unicast address ({kind})" for kind in FORBIDDEN_KINDS),
     "where the host resolves: the DNS's answer at save time",
 )
 
