@@ -39,6 +39,12 @@ use ulid::Ulid;
 
 /// The server used when `DATABASE_URL` is not set (libpq's default `sslmode=prefer`: a local Debian
 /// cluster's self-signed certificate encrypts without being verified, as with `psql`).
+/// The webhook secret key of every test process (tests only; a deployment's key is a file outside
+/// the database, `clinic_core::webhooks::secret_box`).
+pub fn webhook_key() -> clinic_core::webhooks::secret_box::WebhookKey {
+    clinic_core::webhooks::secret_box::WebhookKey::from_bytes([0x5a; 32])
+}
+
 pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Test databases older than this are assumed leaked by a killed test process and are dropped.

@@ -35,6 +35,7 @@ pub mod client;
 pub mod endpoints;
 pub mod fanout;
 pub mod guard;
+pub mod secret_box;
 pub mod sender;
 pub mod signing;
 pub mod store;
