@@ -557,5 +557,17 @@ async fn webhook_secrets_are_sealed_at_rest_and_bound_to_their_endpoint() {
     assert!(!endpoint_row(&app, &moved).await.contains(&moved_secret));
     // The legacy row was converted by the sender: it no longer holds the secret in clear.
     assert!(!endpoint_row(&app, &legacy).await.contains(&legacy_secret), "the legacy row was not sealed");
+    // A rotation of a legacy clear row seals the rotated-out secret it keeps for the overlap.
+    {
+        let conn = app.db.pool.get().await.unwrap();
+        let clear = "UPDATE webhook_endpoints SET secret = $2 WHERE id = $1";
+        conn.execute(clear, &[&uuid_of(&legacy), &legacy_secret]).await.unwrap();
+    }
+    let path = format!("/v1/webhooks/endpoints/{legacy}/rotate");
+    let rotated = app.call("POST", &path, Some(&admin), Some(json!({"overlapHours": 1}))).await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let row = endpoint_row(&app, &legacy).await;
+    assert!(!row.contains(&legacy_secret), "the rotated-out legacy secret is kept in clear");
+    assert!(!row.contains(rotated.body["secret"].as_str().unwrap()));
     drop(receiver.child);
 }
