@@ -151,8 +151,12 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
         timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
         ..WebhookConfig::default()
     };
-    let sender =
-        Arc::new(WebhookSender::new(app.state.pool.clone(), config, clinic_sqs::webhook_body("/clinic")));
+    let sender = Arc::new(WebhookSender::new(
+        app.state.pool.clone(),
+        config,
+        clinic_testkit::webhook_key(),
+        clinic_sqs::webhook_body("/clinic"),
+    ));
     let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
     let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
 
@@ -320,8 +324,12 @@ async fn loopback_app() -> (TestApp, Arc<WebhookSender>, Dispatcher) {
         timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
         ..WebhookConfig::default()
     };
-    let sender =
-        Arc::new(WebhookSender::new(app.state.pool.clone(), config, clinic_sqs::webhook_body("/clinic")));
+    let sender = Arc::new(WebhookSender::new(
+        app.state.pool.clone(),
+        config,
+        clinic_testkit::webhook_key(),
+        clinic_sqs::webhook_body("/clinic"),
+    ));
     let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
     let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
     (app, sender, dispatcher)
@@ -454,4 +462,112 @@ async fn a_repeated_idempotency_key_changes_a_webhook_endpoint_once() {
     let stored =
         app.count(&format!("SELECT 1 FROM idempotency_keys t WHERE t::text LIKE '%{secret}%'")).await;
     assert_eq!(stored, 0, "no stored answer holds the secret");
+}
+
+/// The row of `endpoint` as text (every column).
+async fn endpoint_row(app: &TestApp, endpoint: &str) -> String {
+    let conn = app.db.pool.get().await.unwrap();
+    let select = "SELECT w::text FROM webhook_endpoints w WHERE id = $1";
+    conn.query_one(select, &[&uuid_of(endpoint)]).await.unwrap().get(0)
+}
+
+/// Issue 39 item 3, webhook part (failed against a59f249: the row held the `whsec_` secret and the
+/// rotated-out one in clear, and a secret copied into another endpoint's row signed that endpoint's
+/// deliveries): the columns never hold a secret after create and rotate; a delivery still verifies
+/// with the standardwebhooks library; a sealed secret moved to another endpoint's row does not open
+/// there (the attempt is recorded with `secret_unreadable`, nothing is sent); a legacy clear row
+/// still signs and is sealed by the sender.
+#[tokio::test]
+async fn webhook_secrets_are_sealed_at_rest_and_bound_to_their_endpoint() {
+    let (app, sender, dispatcher) = loopback_app().await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let receiver = Receiver::start(0, &[]).await;
+    let create = |path: &'static str| {
+        let body = json!({"url": format!("http://127.0.0.1:{}/{path}", receiver.port),
+            "eventTypes": ["appointment.created"]});
+        let (app, admin) = (&app, admin.clone());
+        async move {
+            let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
+            assert_eq!(created.status, 201, "{}", created.text);
+            (
+                created.body["id"].as_str().unwrap().to_owned(),
+                created.body["secret"].as_str().unwrap().to_owned(),
+            )
+        }
+    };
+    let (sealed, first) = create("sealed").await;
+    let (moved, moved_secret) = create("moved").await;
+    let (legacy, _) = create("legacy").await;
+    assert!(!endpoint_row(&app, &sealed).await.contains(&first), "the created secret is stored in clear");
+    let rotated = app
+        .call(
+            "POST",
+            &format!("/v1/webhooks/endpoints/{sealed}/rotate"),
+            Some(&admin),
+            Some(json!({"overlapHours": 1})),
+        )
+        .await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let current = rotated.body["secret"].as_str().unwrap().to_owned();
+    assert!(current.starts_with("whsec_"), "the client still gets a whsec_ secret");
+    let row = endpoint_row(&app, &sealed).await;
+    for (what, secret) in [("current", &current), ("rotated-out", &first)] {
+        assert!(!row.contains(secret.as_str()), "the {what} secret is stored in clear");
+        assert!(!row.contains(secret.trim_start_matches("whsec_")), "the {what} key is stored in clear");
+    }
+
+    // The sealed secret of `sealed` copied into `moved`'s row; a clear legacy secret into `legacy`'s.
+    let legacy_secret = clinic_core::webhooks::signing::Secret::generate().expose().to_owned();
+    {
+        let conn = app.db.pool.get().await.unwrap();
+        let copy =
+            "UPDATE webhook_endpoints SET secret = (SELECT secret FROM webhook_endpoints WHERE id = $1) \
+                    WHERE id = $2";
+        conn.execute(copy, &[&uuid_of(&sealed), &uuid_of(&moved)]).await.unwrap();
+        let clear = "UPDATE webhook_endpoints SET secret = $2 WHERE id = $1";
+        conn.execute(clear, &[&uuid_of(&legacy), &legacy_secret]).await.unwrap();
+    }
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [current, first, legacy_secret]}))).await;
+
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, json!({"givenName": "Sealed", "familyName": "Row"})).await;
+    app.book(&staff, &patient, &practitioner, "2031-07-01T09:00:00Z", "2031-07-01T09:30:00Z").await;
+    dispatcher.drain_once().await.unwrap();
+    send_until(&sender, &receiver, "the sealed and legacy deliveries", |r| r.len() >= 2).await;
+    let started = Instant::now();
+    let unreadable =
+        "SELECT 1 FROM webhook_attempts WHERE error_code = 'secret_unreadable' AND status_code IS NULL";
+    while app.count(unreadable).await == 0 {
+        sender.send_due(10).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(30), "the moved secret's attempt was not recorded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let received = receiver.received().await;
+    assert_eq!(received.len(), 2, "nothing is sent for the moved secret: {received:#?}");
+    // Each delivery verifies with the standardwebhooks library under its own endpoint's secret(s).
+    assert!(received.iter().any(|r| r["verified"] == json!([true, true, false])), "{received:#?}");
+    assert!(received.iter().any(|r| r["verified"] == json!([false, false, true])), "{received:#?}");
+    let moved_delivery = format!(
+        "SELECT 1 FROM webhook_deliveries WHERE endpoint_id = '{}' AND status = 'retry' \
+         AND last_error_code = 'secret_unreadable'",
+        uuid_of(&moved)
+    );
+    assert_eq!(app.count(&moved_delivery).await, 1, "the moved secret's delivery is held for retry");
+    assert!(!endpoint_row(&app, &moved).await.contains(&moved_secret));
+    // The legacy row was converted by the sender: it no longer holds the secret in clear.
+    assert!(!endpoint_row(&app, &legacy).await.contains(&legacy_secret), "the legacy row was not sealed");
+    // A rotation of a legacy clear row seals the rotated-out secret it keeps for the overlap.
+    {
+        let conn = app.db.pool.get().await.unwrap();
+        let clear = "UPDATE webhook_endpoints SET secret = $2 WHERE id = $1";
+        conn.execute(clear, &[&uuid_of(&legacy), &legacy_secret]).await.unwrap();
+    }
+    let path = format!("/v1/webhooks/endpoints/{legacy}/rotate");
+    let rotated = app.call("POST", &path, Some(&admin), Some(json!({"overlapHours": 1}))).await;
+    assert_eq!(rotated.status, 200, "{}", rotated.text);
+    let row = endpoint_row(&app, &legacy).await;
+    assert!(!row.contains(&legacy_secret), "the rotated-out legacy secret is kept in clear");
+    assert!(!row.contains(rotated.body["secret"].as_str().unwrap()));
+    drop(receiver.child);
 }

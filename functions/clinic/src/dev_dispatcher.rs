@@ -67,6 +67,7 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let webhooks = Arc::new(WebhookSender::new(
         pool.clone(),
         WebhookConfig::from_env(true)?,
+        crate::settings::webhook_key()?,
         clinic_sqs::webhook_body(&source),
     ));
     let retries = webhooks.clone();

@@ -8,6 +8,8 @@
 //!   port unless this is set.
 //! - `CLINIC_PG_EPHEMERAL=1` (or `clinic dev --ephemeral`): a throwaway cluster with the fast settings
 //!   (fsync off) in `<data dir>/pgdata-ephemeral`, wiped on exit, instead of the durable one.
+//! - `CLINIC_WEBHOOK_KEY_FILE`: the key that seals webhook signing secrets; when unset,
+//!   `<data dir>/webhook-secret-key`, created (mode 0600) on first use and reused after.
 //! - `CLINIC_JWT_SECRET`: HS256 secret; when unset, a random one is generated once into
 //!   `<data dir>/jwt-secret` so tokens keep working across restarts.
 
@@ -82,4 +84,11 @@ pub fn jwt_secret() -> anyhow::Result<String> {
     let secret = format!("{}{}", ulid::Ulid::generate(), ulid::Ulid::generate());
     std::fs::write(&path, &secret).with_context(|| format!("writing {}", path.display()))?;
     Ok(secret)
+}
+
+/// The webhook secret key of every local command (`clinic dev`, `clinic webhooks …`): one function,
+/// so the API that seals and the sender that opens use the same key.
+pub fn webhook_key() -> anyhow::Result<clinic_core::webhooks::secret_box::WebhookKey> {
+    let local = data_dir().join("webhook-secret-key");
+    Ok(clinic_core::webhooks::secret_box::WebhookKey::from_env(Some(local))?)
 }

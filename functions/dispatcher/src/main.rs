@@ -35,9 +35,17 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     // The `webhooks` mode (docs/webhooks.md): retries of webhook deliveries; never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    let body = clinic_sqs::webhook_body(&sqs.source_prefix);
-    let sender = clinic_core::webhooks::WebhookSender::new(dispatcher.pool().clone(), webhooks, body);
-    housekeeping.webhooks = Some(Arc::new(sender));
+    // The key that opens webhook secrets: CLINIC_WEBHOOK_KEY_FILE names its file (never the key);
+    // without it this process sends no webhooks.
+    match clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()? {
+        Some(key) => {
+            let body = clinic_sqs::webhook_body(&sqs.source_prefix);
+            let pool = dispatcher.pool().clone();
+            let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
+            housekeeping.webhooks = Some(Arc::new(sender));
+        }
+        None => tracing::warn!("CLINIC_WEBHOOK_KEY_FILE is not set: the webhooks mode sends nothing"),
+    }
     let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()?, housekeeping });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);

@@ -24,8 +24,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     // Webhook first attempts (docs/webhooks.md); never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    let body = clinic_sqs::webhook_body(&state.source_prefix);
-    state = state.with_webhooks(Arc::new(clinic_core::webhooks::WebhookSender::new(pool, webhooks, body)));
+    // The key that opens webhook secrets: CLINIC_WEBHOOK_KEY_FILE names its file (never the key);
+    // without it the first attempts are left to the scheduled `webhooks` mode.
+    match clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()? {
+        Some(key) => {
+            let body = clinic_sqs::webhook_body(&state.source_prefix);
+            let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
+            state = state.with_webhooks(Arc::new(sender));
+        }
+        None => tracing::warn!("CLINIC_WEBHOOK_KEY_FILE is not set: no first webhook attempts here"),
+    }
     let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);

@@ -45,6 +45,10 @@ pub struct ApiConfig {
     pub webhook_egress: clinic_core::webhooks::guard::Egress,
     /// The workspaces known to exist: a caller naming another one is refused (cached per process).
     pub workspaces: crate::auth::KnownWorkspaces,
+    /// Seals webhook signing secrets on create and rotate (`CLINIC_WEBHOOK_KEY_FILE`, locally the
+    /// data folder's key file; `clinic_core::webhooks::secret_box`). `None` (a Lambda without the
+    /// setting): creating or rotating an endpoint answers 409, nothing is stored.
+    pub webhook_key: Option<clinic_core::webhooks::secret_box::WebhookKey>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -58,7 +62,8 @@ impl std::fmt::Debug for ApiConfig {
 }
 
 impl ApiConfig {
-    /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors.
+    /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors;
+    /// `CLINIC_WEBHOOK_KEY_FILE` names the webhook key file.
     pub fn lambda_from_env() -> Result<Self, ConfigError> {
         let cursor_key = cursor_key()?;
         Ok(Self {
@@ -69,11 +74,16 @@ impl ApiConfig {
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
             webhook_egress: clinic_core::webhooks::guard::Egress::default(),
             workspaces: Default::default(),
+            webhook_key: clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()?,
         })
     }
 
-    /// Local: `CLINIC_JWT_SECRET` verifies bearer tokens (and signs cursors unless `CLINIC_CURSOR_KEY`).
-    pub fn local(jwt_secret: &str) -> Result<Self, ConfigError> {
+    /// Local: `CLINIC_JWT_SECRET` verifies bearer tokens (and signs cursors unless `CLINIC_CURSOR_KEY`);
+    /// `webhook_key` is the local key (the caller loaded it from the data folder).
+    pub fn local(
+        jwt_secret: &str,
+        webhook_key: clinic_core::webhooks::secret_box::WebhookKey,
+    ) -> Result<Self, ConfigError> {
         let cursor_key = match var("CLINIC_CURSOR_KEY") {
             Some(_) => cursor_key()?,
             None => jwt_secret.as_bytes().to_vec(),
@@ -89,6 +99,7 @@ impl ApiConfig {
             subject_claim: "sub".into(),
             webhook_egress,
             workspaces: Default::default(),
+            webhook_key: Some(webhook_key),
         })
     }
 }

@@ -56,7 +56,8 @@ impl TestApp {
     pub async fn new() -> TestApp {
         let db = fresh_db().await;
         let pool = connect_pool(&db.url_for_role("clinic_app"), 8, None).expect("pool");
-        let state = AppState { pool, api: ApiConfig::local(TEST_SECRET).expect("api config") };
+        let state =
+            AppState { pool, api: ApiConfig::local(TEST_SECRET, crate::webhook_key()).expect("api config") };
         let router = router(state.clone());
         let mut app = TestApp {
             db,

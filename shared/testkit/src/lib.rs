@@ -39,6 +39,24 @@ use ulid::Ulid;
 
 /// The server used when `DATABASE_URL` is not set (libpq's default `sslmode=prefer`: a local Debian
 /// cluster's self-signed certificate encrypts without being verified, as with `psql`).
+/// The webhook secret key of every test process (tests only; a deployment's key is a file outside
+/// the database, `clinic_core::webhooks::secret_box`).
+pub fn webhook_key() -> clinic_core::webhooks::secret_box::WebhookKey {
+    clinic_core::webhooks::secret_box::WebhookKey::from_bytes([0x5a; 32])
+}
+
+/// A file holding [`webhook_key`], for the binaries a test runs (`CLINIC_WEBHOOK_KEY_FILE`), so they
+/// seal and open like the test's own router and senders (written once per test process).
+pub fn webhook_key_file() -> std::path::PathBuf {
+    static FILE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    FILE.get_or_init(|| {
+        let path = std::env::temp_dir().join(format!("clinic-test-webhook-key-{}", std::process::id()));
+        std::fs::write(&path, [0x5a; 32]).expect("writing the test webhook key");
+        path
+    })
+    .clone()
+}
+
 pub const DEFAULT_ADMIN_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
 
 /// Test databases older than this are assumed leaked by a killed test process and are dropped.

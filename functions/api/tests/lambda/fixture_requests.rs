@@ -40,6 +40,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             subject_claim: "sub".into(),
             webhook_egress: Default::default(),
             workspaces: Default::default(),
+            webhook_key: Some(clinic_testkit::webhook_key()),
         },
     }
 }

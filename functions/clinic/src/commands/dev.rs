@@ -102,7 +102,7 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
     let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone()).await?;
     let sender = crate::commands::deliveries::spawn(pool.clone()).await?;
 
-    let state = AppState { pool, api: ApiConfig::local(&secret)? };
+    let state = AppState { pool, api: ApiConfig::local(&secret, crate::settings::webhook_key()?)? };
     let address = SocketAddr::new(args.host, args.port);
     let listener = tokio::net::TcpListener::bind(address)
         .await

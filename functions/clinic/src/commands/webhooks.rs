@@ -165,8 +165,9 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
         let (pool, _cluster) = pool().await?;
         let source =
             clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+        let key = crate::settings::webhook_key()?;
         let sender =
-            WebhookSender::new(pool, WebhookConfig::from_env(true)?, clinic_sqs::webhook_body(&source));
+            WebhookSender::new(pool, WebhookConfig::from_env(true)?, key, clinic_sqs::webhook_body(&source));
         return print(serde_json::to_value(sender.send_due(1000).await?)?);
     }
     let (pool, _cluster) = pool().await?;
@@ -181,7 +182,9 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
                 NewEndpoint::try_from(&body).map_err(|e| anyhow!("invalid {}: {}", e.field, e.message))?;
             check_url(&new.url).await?;
             serde_json::to_value(
-                endpoints::create(&tx, workspace, &new, &actor(&a.actor)?).await.map_err(explain)?,
+                endpoints::create(&tx, &crate::settings::webhook_key()?, workspace, &new, &actor(&a.actor)?)
+                    .await
+                    .map_err(explain)?,
             )?
         }
         C::List(a) => {
@@ -223,7 +226,16 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             let (workspace, id) = target(&a.target.endpoint)?;
             let actor = actor(&a.target.actor)?;
             serde_json::to_value(
-                endpoints::rotate(&tx, workspace, id, a.overlap_hours, &actor).await.map_err(explain)?,
+                endpoints::rotate(
+                    &tx,
+                    &crate::settings::webhook_key()?,
+                    workspace,
+                    id,
+                    a.overlap_hours,
+                    &actor,
+                )
+                .await
+                .map_err(explain)?,
             )?
         }
         C::Recover(a) => {

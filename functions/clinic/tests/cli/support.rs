@@ -29,6 +29,7 @@ pub async fn clinic_with(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> 
         .args(args)
         .env("DATABASE_URL", &app.db.url)
         .env("RUST_LOG", "warn")
+        .env("CLINIC_WEBHOOK_KEY_FILE", clinic_testkit::webhook_key_file())
         .envs(env.iter().copied())
         .output()
         .await

@@ -75,7 +75,7 @@ async fn a_never_answering_receiver_cannot_keep_the_webhook_run_past_its_deadlin
             description: String::new(),
             event_types: vec![],
         };
-        endpoints::create(&client, workspace, &new, "test").await.unwrap();
+        endpoints::create(&client, &clinic_testkit::webhook_key(), workspace, &new, "test").await.unwrap();
     }
     // One delivery per (endpoint, event): 200 deliveries that all hang.
     client
@@ -106,7 +106,7 @@ async fn a_never_answering_receiver_cannot_keep_the_webhook_run_past_its_deadlin
         ..WebhookConfig::default()
     };
     let body = clinic_sqs::webhook_body("/clinic");
-    let sender = WebhookSender::new(db.pool.clone(), config, body);
+    let sender = WebhookSender::new(db.pool.clone(), config, clinic_testkit::webhook_key(), body);
     let dispatcher = Dispatcher::new(
         db.pool.clone(),
         Arc::new(LocalTransport::new(db.pool.clone())),

@@ -48,7 +48,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             Some(clinic::dev_dispatcher::spawn_transport(&url, pool.clone(), std::sync::Arc::new(transport))?)
         }
     };
-    let state = AppState { pool, api: ApiConfig::local(&secret)? };
+    let state = AppState {
+        pool,
+        api: ApiConfig::local(&secret, clinic_core::webhooks::secret_box::WebhookKey::generate())?,
+    };
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     println!("listening {}", listener.local_addr()?);
     axum::serve(listener, router(state))

@@ -56,7 +56,10 @@ pub async fn set_up(url: &str, lock_timeout_ms: u64, rng: &mut Rng) -> anyhow::R
     let pool = connect_pool(&app_url, 16, None)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = listener.local_addr()?;
-    let state = AppState { pool: pool.clone(), api: ApiConfig::local(&secret)? };
+    let state = AppState {
+        pool: pool.clone(),
+        api: ApiConfig::local(&secret, clinic_core::webhooks::secret_box::WebhookKey::generate())?,
+    };
     let server = tokio::spawn(async move { axum::serve(listener, router(state)).await });
     let run = Arc::new(Run::new(address, &token)?);
 

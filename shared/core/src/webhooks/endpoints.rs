@@ -8,6 +8,10 @@
 //!   again at every attempt.
 //! - The secrets leave this module only inside [`Signing`] (for the sender) and in the one answer of
 //!   create and rotate ([`Created`]); [`Endpoint`] (what lists and reads answer) has no secret.
+//! - The `secret` and `previous_secret` columns hold only values sealed for their row
+//!   ([`super::secret_box`]): create and rotate seal, a rotation seals a legacy clear secret it moves
+//!   to `previous_secret`, and [`seal_clear`] converts the remaining legacy rows (the sender runs it
+//!   once per process). [`signing`] opens them, legacy clear values included.
 //! - A rotated-out secret lives in the row only during its overlap: none is kept for an overlap of
 //!   0, and the retention sweep clears it once the overlap ended ([`clear_expired_previous`]).
 
@@ -16,6 +20,7 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::secret_box::{OpenError, WebhookKey};
 use super::signing::Secret;
 use crate::db::sql;
 use crate::domain::input::{self, FieldError};
@@ -232,6 +237,7 @@ pub async fn audit(
 /// Stores a new endpoint with a fresh secret; answers it with the secret (shown once).
 pub async fn create(
     client: &impl GenericClient,
+    key: &WebhookKey,
     workspace: WorkspaceId,
     new: &NewEndpoint,
     actor: &str,
@@ -246,7 +252,7 @@ pub async fn create(
     let row = sql::query_one(
         client,
         &insert,
-        &[&id, &workspace, &new.url, &new.description, &types, &secret.expose()],
+        &[&id, &workspace, &new.url, &new.description, &types, &key.seal(id, &secret)],
     )
     .await?;
     audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
@@ -330,8 +336,10 @@ pub async fn delete(
     Ok(())
 }
 
+const CURRENT: &str = "SELECT secret FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2 FOR UPDATE";
+
 const ROTATE: &str = "UPDATE webhook_endpoints SET \
-       previous_secret = CASE WHEN $4::float8 > 0 THEN secret END, secret = $3, \
+       previous_secret = CASE WHEN $4::float8 > 0 THEN $5 END, secret = $3, \
        previous_expires_at = CASE WHEN $4::float8 > 0 THEN now() + $4::float8 * interval '1 hour' END, \
        version = version + 1, updated_at = now() \
      WHERE workspace_id = $1 AND id = $2 RETURNING ";
@@ -341,6 +349,7 @@ const ROTATE: &str = "UPDATE webhook_endpoints SET \
 /// ([`clear_expired_previous`]); until then [`signing`] already ignores it.
 pub async fn rotate(
     client: &impl GenericClient,
+    key: &WebhookKey,
     workspace: WorkspaceId,
     id: WebhookEndpointId,
     overlap_hours: i64,
@@ -349,10 +358,15 @@ pub async fn rotate(
     if !(0..=MAX_OVERLAP_HOURS).contains(&overlap_hours) {
         return Err(FieldError::new("overlapHours", format!("must be 0 to {MAX_OVERLAP_HOURS}")).into());
     }
+    let current: String =
+        sql::query_opt(client, CURRENT, &[&workspace, &id]).await?.ok_or(DomainError::NotFound)?.get(0);
+    // The rotated-out secret is kept sealed: a legacy clear one is sealed now.
+    let previous = key.seal_if_clear(id, &current).map_err(unreadable)?;
     let secret = Secret::generate();
     let statement = format!("{ROTATE}{COLUMNS}");
     let hours = overlap_hours as f64;
-    let row = sql::query_opt(client, &statement, &[&workspace, &id, &secret.expose(), &hours])
+    let sealed = key.seal(id, &secret);
+    let row = sql::query_opt(client, &statement, &[&workspace, &id, &sealed, &hours, &previous])
         .await?
         .ok_or(DomainError::NotFound)?;
     audit(client, workspace, id, "rotate", actor, json!({ "overlapHours": overlap_hours })).await?;
@@ -373,19 +387,59 @@ pub async fn clear_expired_previous(
     sql::execute(client, CLEAR_EXPIRED_PREVIOUS, &[&batch]).await
 }
 
+fn unreadable(error: OpenError) -> DomainError {
+    DomainError::Conflict(error.to_string())
+}
+
 const SIGNING: &str = "SELECT secret, CASE WHEN previous_expires_at > now() THEN previous_secret END \
      FROM webhook_endpoints WHERE id = $1";
 
-/// The secrets that sign for `id` now (`None`: the endpoint is gone).
-pub async fn signing(client: &impl GenericClient, id: WebhookEndpointId) -> DomainResult<Option<Signing>> {
+/// The secrets that sign for `id` now (`None`: the endpoint is gone; `Some(Err)`: a stored secret
+/// does not open for this endpoint under this key — nothing may be sent).
+pub async fn signing(
+    client: &impl GenericClient,
+    key: &WebhookKey,
+    id: WebhookEndpointId,
+) -> DomainResult<Option<Result<Signing, OpenError>>> {
     let Some(row) = sql::query_opt(client, SIGNING, &[&id]).await? else {
         return Ok(None);
     };
-    let parse = |text: &str| {
-        Secret::parse(text).map_err(|_| DomainError::Conflict("stored webhook secret is malformed".into()))
-    };
     let previous: Option<String> = row.get(1);
-    Ok(Some(Signing { current: parse(row.get(0))?, previous: previous.as_deref().map(parse).transpose()? }))
+    let opened = key.open(id, row.get(0)).and_then(|current| {
+        let previous = previous.as_deref().map(|stored| key.open(id, stored)).transpose()?;
+        Ok(Signing { current, previous })
+    });
+    Ok(Some(opened))
+}
+
+/// Legacy rows (written before secrets were sealed) that still hold a clear value, locked.
+const CLEAR_ROWS: &str = "SELECT id, secret, previous_secret FROM webhook_endpoints \
+     WHERE secret LIKE 'whsec\\_%' OR previous_secret LIKE 'whsec\\_%' \
+     ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
+
+const SEAL_ROW: &str = "UPDATE webhook_endpoints SET secret = $2, previous_secret = $3 WHERE id = $1";
+
+/// Seals, in one batch of at most `batch`, the legacy rows whose secrets are stored in clear;
+/// answers how many it sealed (a row whose value does not parse is left as it is and counted apart:
+/// its deliveries fail with `secret_unreadable`).
+pub async fn seal_clear(
+    client: &impl GenericClient,
+    key: &WebhookKey,
+    batch: i64,
+) -> Result<u64, tokio_postgres::Error> {
+    let mut sealed = 0;
+    for row in sql::query(client, CLEAR_ROWS, &[&batch]).await? {
+        let id: WebhookEndpointId = row.get(0);
+        let current = key.seal_if_clear(id, row.get(1));
+        let previous =
+            row.get::<_, Option<String>>(2).map(|stored| key.seal_if_clear(id, &stored)).transpose();
+        let (Ok(current), Ok(previous)) = (current, previous) else {
+            tracing::warn!(endpoint_id = %id, "webhook secret stored in clear does not parse; left as it is");
+            continue;
+        };
+        sealed += sql::execute(client, SEAL_ROW, &[&id, &current, &previous]).await?;
+    }
+    Ok(sealed)
 }
 
 #[cfg(test)]

@@ -11,6 +11,9 @@
 //!   workspaces without webhooks pay nothing.
 //! - [`sender`]: claims due deliveries under a lease, checks the URL again ([`guard`]), POSTs the
 //!   signed identifier-only CloudEvent ([`signing`], [`client`]), records the attempt, marks fenced.
+//! - [`secret_box`]: the signing secrets are stored sealed (XChaCha20-Poly1305, bound to their
+//!   endpoint's row) under a key kept outside the database; only create/rotate seal and the sender
+//!   opens.
 //!
 //! `webhook_deliveries` is a small outbox of its own:
 //!
@@ -35,6 +38,7 @@ pub mod client;
 pub mod endpoints;
 pub mod fanout;
 pub mod guard;
+pub mod secret_box;
 pub mod sender;
 pub mod signing;
 pub mod store;

@@ -23,7 +23,14 @@
 //!   (the invocation's) cannot cover one attempt, so a run ends before its deadline;
 //! - the automatic disable of failing endpoints is its own step, run first, so sending that uses up
 //!   the time (or fails) cannot postpone it.
+//!
+//! Secrets: the sender opens them with its [`WebhookKey`] ([`super::secret_box`]). A stored secret
+//! that does not open for its endpoint (moved from another row, another key) sends nothing: the
+//! attempt is recorded with `secret_unreadable` and retried on the schedule (a key fixed within it
+//! resumes the deliveries; after that they fail and can be recovered). The first scheduled run of
+//! a process seals the legacy rows still holding a clear secret ([`endpoints::seal_clear`]).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +41,7 @@ use tokio::sync::watch;
 use super::client::{self, Signed, Timeouts};
 use super::endpoints;
 use super::guard::{self, Egress, Resolve, SystemResolver};
+use super::secret_box::WebhookKey;
 use super::store::{self, AttemptRecord, Claimed, Next};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
@@ -164,8 +172,11 @@ pub enum WebhookError {
 pub struct WebhookSender {
     pool: Pool,
     config: WebhookConfig,
+    key: WebhookKey,
     body: BodyFn,
     resolver: Arc<dyn Resolve>,
+    /// The legacy clear rows were sealed by this process.
+    sealed_legacy: AtomicBool,
 }
 
 impl std::fmt::Debug for WebhookSender {
@@ -194,8 +205,15 @@ pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Durati
 }
 
 impl WebhookSender {
-    pub fn new(pool: Pool, config: WebhookConfig, body: BodyFn) -> Self {
-        WebhookSender { pool, config, body, resolver: Arc::new(SystemResolver) }
+    pub fn new(pool: Pool, config: WebhookConfig, key: WebhookKey, body: BodyFn) -> Self {
+        WebhookSender {
+            pool,
+            config,
+            key,
+            body,
+            resolver: Arc::new(SystemResolver),
+            sealed_legacy: AtomicBool::new(false),
+        }
     }
 
     /// Replaces the system resolver (tests).
@@ -251,6 +269,7 @@ impl WebhookSender {
         max_steps: usize,
         deadline: Option<Instant>,
     ) -> Result<WebhookReport, WebhookError> {
+        self.seal_legacy_once().await?;
         let mut total =
             WebhookReport { disabled_endpoints: self.disable_failing().await?, ..WebhookReport::default() };
         {
@@ -314,11 +333,17 @@ impl WebhookSender {
                         crate::error::DomainError::Conflict("stored event cannot be read".into()),
                     ),
                 })?;
-            (envelope, endpoints::signing(&client, delivery.endpoint_id).await?)
+            (envelope, endpoints::signing(&client, &self.key, delivery.endpoint_id).await?)
         };
         let started = Instant::now();
         let result = match (envelope, signing) {
-            (Some(envelope), Some(signing)) => self.post(delivery, &envelope, &signing).await,
+            (Some(envelope), Some(Ok(signing))) => self.post(delivery, &envelope, &signing).await,
+            // Never sent unsigned nor under another endpoint's secret; retried in case the key is fixed.
+            (Some(_), Some(Err(error))) => {
+                tracing::warn!(delivery_id = %delivery.id, endpoint_id = %delivery.endpoint_id,
+                    error = %error, "webhook secret does not open; nothing sent");
+                Err(("secret_unreadable", true))
+            }
             // The event or the endpoint vanished: nothing to send, ever.
             _ => Err(("gone", false)),
         };
@@ -381,6 +406,28 @@ impl WebhookSender {
         let signature = super::signing::signature_header(&signing.all(), &id, timestamp, &body);
         let signed = Signed { id: &id, timestamp, signature: &signature, body: &body };
         client::post(&target, &signed, self.config.timeouts).await.map_err(|error| (error.code(), true))
+    }
+
+    /// Seals the legacy rows holding a clear secret, once per process (batches until none is left).
+    async fn seal_legacy_once(&self) -> Result<(), WebhookError> {
+        if self.sealed_legacy.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        const BATCH: i64 = 200;
+        loop {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let sealed = endpoints::seal_clear(&tx, &self.key, BATCH).await?;
+            tx.commit().await?;
+            if sealed > 0 {
+                tracing::info!(sealed, "webhook secrets stored in clear were sealed");
+            }
+            if sealed < BATCH as u64 {
+                break;
+            }
+        }
+        self.sealed_legacy.store(true, Ordering::Release);
+        Ok(())
     }
 
     async fn disable_failing(&self) -> Result<u64, WebhookError> {

@@ -138,14 +138,25 @@ impl Answer for Recovered {
     }
 }
 
+/// The key that seals secrets; without one (a Lambda without `CLINIC_WEBHOOK_KEY_FILE`) no secret
+/// is created, so none is ever stored in clear.
+fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::WebhookKey, ApiError> {
+    state.api.webhook_key.clone().ok_or_else(|| {
+        ApiError::Domain(DomainError::Conflict(
+            "webhook signing secrets cannot be sealed here: no webhook key is configured".into(),
+        ))
+    })
+}
+
 pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let new = NewEndpoint::try_from(&request.json()?)?;
     check_url(&state, &new.url).await?;
     let actor = actor(&request.caller);
+    let key = sealing_key(&state)?;
     request
         .run(StatusCode::CREATED, async move |tx, ctx| {
-            Ok(Shown::from(endpoints::create(tx, ctx.workspace_id, &new, &actor).await?))
+            Ok(Shown::from(endpoints::create(tx, &key, ctx.workspace_id, &new, &actor).await?))
         })
         .await
 }
@@ -208,7 +219,11 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     Ok(map)
 }
 
-pub async fn rotate(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+pub async fn rotate(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    request: Mutation,
+) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     // The body is optional here: none means the default overlap.
     let map = object_of(&request.json()?, &["overlapHours"])?;
@@ -221,9 +236,10 @@ pub async fn rotate(Path(id): Path<String>, request: Mutation) -> Result<Respons
     };
     let id: WebhookEndpointId = path_id(&id)?;
     let actor = actor(&request.caller);
+    let key = sealing_key(&state)?;
     request
         .run(StatusCode::OK, async move |tx, ctx| {
-            Ok(Shown::from(endpoints::rotate(tx, ctx.workspace_id, id, overlap, &actor).await?))
+            Ok(Shown::from(endpoints::rotate(tx, &key, ctx.workspace_id, id, overlap, &actor).await?))
         })
         .await
 }

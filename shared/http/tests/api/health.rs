@@ -26,6 +26,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             subject_claim: "sub".into(),
             webhook_egress: Default::default(),
             workspaces: Default::default(),
+            webhook_key: Some(clinic_testkit::webhook_key()),
         },
     }
 }

@@ -238,9 +238,19 @@ async fn the_sweep_clears_rotated_out_webhook_secrets_once_their_overlap_ended()
     };
     let mut ids = Vec::new();
     for overlap in [1, 1, 0] {
-        let created = endpoints::create(&client, workspace, &new, "test").await.unwrap();
-        let rotated =
-            endpoints::rotate(&client, workspace, created.endpoint.id, overlap, "test").await.unwrap();
+        let created = endpoints::create(&client, &clinic_testkit::webhook_key(), workspace, &new, "test")
+            .await
+            .unwrap();
+        let rotated = endpoints::rotate(
+            &client,
+            &clinic_testkit::webhook_key(),
+            workspace,
+            created.endpoint.id,
+            overlap,
+            "test",
+        )
+        .await
+        .unwrap();
         assert_eq!(rotated.endpoint.previous_secret_expires_at.is_some(), overlap > 0, "overlap {overlap}");
         ids.push(created.endpoint.id);
     }
