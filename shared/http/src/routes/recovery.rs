@@ -167,6 +167,7 @@ async fn bulk_act<K: BulkAction + 'static>(state: AppState, request: Mutation) -
     bulk_request.filter.workspace = Some(request.caller.workspace_id);
     let operator = operator_of(&request.caller);
     if bulk_request.dry_run {
+        request.check_key()?;
         let mut conn = state.pool.get().await?;
         return Ok(Json(bulk::run(&mut conn, &bulk_request, &operator).await?).into_response());
     }

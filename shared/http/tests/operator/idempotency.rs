@@ -95,6 +95,14 @@ async fn a_bulk_retry_repeated_with_its_key_answers_its_batch_and_acts_once() {
     let refused = post(&scene, "/v1/system/outbox/bulk/retry", other, "bulk-1").await;
     assert_eq!(refused.status, 422, "{}", refused.text);
     assert_eq!(scene.audit_count(scene.created).await, 1);
+
+    // A dry run writes nothing and claims no key, but a malformed key is still refused.
+    let dry = json!({"reason": "look", "filter": {"status": "dead"}, "dryRun": true});
+    let looked = post(&scene, "/v1/system/outbox/bulk/retry", dry.clone(), "bulk-1").await;
+    assert_eq!(looked.status, 200, "{}", looked.text);
+    assert_eq!(looked.body["matched"], 1);
+    let malformed = post(&scene, "/v1/system/outbox/bulk/retry", dry, "has space").await;
+    assert_eq!(malformed.status, 400, "{}", malformed.text);
 }
 
 #[tokio::test]
