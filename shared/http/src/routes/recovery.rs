@@ -17,7 +17,9 @@
 //! audit record. A bulk request's batches commit on their own transactions while the key's
 //! transaction waits (a request repeated meanwhile waits for it); its replay answers what the
 //! batch's audit rows show (`applied` and `matched`: the rows it changed, `sample`: their first ids,
-//! `skipped` empty, `remaining` 0 — the rest is not stored). A dry run writes nothing and claims no key.
+//! `skipped` empty, `remaining` 0 — the rest is not stored). A bulk request that fails midway keeps
+//! the batches it committed and stores no key, so a repeat acts on what is left. A dry run writes
+//! nothing and claims no key (a malformed one still answers 400).
 //!
 //! A bulk request must name at least one filter field (an empty filter answers 422 naming
 //! `filter`): "every row of the workspace" is never one keystroke away.
