@@ -195,6 +195,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "notification_stale",
         sql: include_str!("../../../migrations/V17__notification_stale.sql"),
     },
+    Migration {
+        version: 19,
+        name: "notification_retention",
+        sql: include_str!("../../../migrations/V19__notification_retention.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -104,6 +104,15 @@ impl Mutation {
         request::parse_json(&self.body)
     }
 
+    /// Answers 400 when the request's `Idempotency-Key` is malformed, for a route that writes
+    /// nothing on this request (a dry run) and so runs no unit of work, yet still checks its input.
+    pub fn check_key(&self) -> Result<(), ApiError> {
+        match &self.key {
+            Ok(_) => Ok(()),
+            Err(_) => Err(ApiError::BadIdempotencyKey),
+        }
+    }
+
     /// Runs `use_case` in the request's unit of work (see the module docs) and answers `status` with
     /// its answer, or replays the answer of an earlier request with the same key and fingerprint.
     pub async fn run<A, F>(self, status: StatusCode, use_case: F) -> Result<Response, ApiError>

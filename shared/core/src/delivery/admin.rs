@@ -203,3 +203,33 @@ pub async fn perform(
         created_at: inserted.get(0),
     })
 }
+
+const RECORDED: &str = "SELECT id, workspace_id, notification_id, event_id, action, actor, status_before, \
+     status_after, created_at FROM operator_actions \
+     WHERE id = $1 AND workspace_id = $2 AND notification_id IS NOT NULL";
+
+/// The audit record of an earlier delivery action `id` of `workspace`, as [`perform`] answered it
+/// (what a request repeated with its `Idempotency-Key` answers); `None` when there is none.
+pub async fn recorded(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: OperatorActionId,
+) -> DomainResult<Option<DeliveryActionRecord>> {
+    let Some(row) = sql::query_opt(client, RECORDED, &[&id, &workspace]).await? else {
+        return Ok(None);
+    };
+    let action: String = row.get(4);
+    let action = ActionKind::parse(&action)
+        .ok_or_else(|| DomainError::Conflict(format!("the audit row has an unknown action {action}")))?;
+    Ok(Some(DeliveryActionRecord {
+        id: row.get(0),
+        workspace_id: row.get(1),
+        notification_id: row.get(2),
+        event_id: row.get(3),
+        action,
+        actor: row.get(5),
+        status_before: row.get(6),
+        status_after: row.get(7),
+        created_at: row.get(8),
+    }))
+}

@@ -18,15 +18,19 @@
 //!    `CLINIC_REJECTION_RETENTION_HOURS`, default 30 days): forensic records of refused deliveries
 //!    (a flood of forged messages grows this table, and the sweep bounds it). `outbox_history` needs
 //!    no step: its rows go with their outbox row (ON DELETE CASCADE);
-//!    looks at appointments starting in the future, so such a row can never dedupe anything again.
 //! 7. `webhook_deliveries` that were `delivered` longer ago than the retention, with their
 //!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
 //! 8. rotated-out webhook signing secrets whose overlap ended (`webhook_endpoints.previous_secret`
 //!    set to NULL): a secret rotated because it leaked leaves the row at the end of its overlap.
+//! 9. `notifications` that ended (`sent`, `stale`, `opted_out`, `discarded`) longer ago than their own
+//!    retention ([`RetentionConfig::notification_retention`], `CLINIC_NOTIFICATION_RETENTION_HOURS`,
+//!    default 90 days) whose event has no outbox row any more: step 1 removed it, so no operator
+//!    replay and no redelivery can reach the event again and the row's idempotency key dedupes
+//!    nothing. `dead` and `no_contact` rows wait for an operator (`GET /v1/system/deliveries`).
 //!
-//! Everything else that grows has its own stated bound (docs/retention.md): the event log, the
-//! delivery log (`notifications`), dead outbox rows, the operator audit and the disclosures are kept
-//! on purpose and never swept by the app role.
+//! Everything else that grows has its own stated bound (docs/retention.md): the event log, dead
+//! outbox rows and deliveries, the operator audit and the disclosures are kept on purpose and never
+//! swept by the app role.
 //!
 //! Invariants:
 //! - It never touches `pending`, `claimed`, `retry` or `dead` rows (nor the starts and receipts of
@@ -77,6 +81,9 @@ pub struct RetentionConfig {
     /// `CLINIC_REJECTION_RETENTION_HOURS` (default 720 = 30 days, 1–87600): age after which a
     /// recorded listener rejection is deleted.
     pub rejection_retention: Duration,
+    /// `CLINIC_NOTIFICATION_RETENTION_HOURS` (default 2160 = 90 days, 1–87600): age (since its last
+    /// change) after which a notification that ended is deleted, once its event's outbox row is gone.
+    pub notification_retention: Duration,
 }
 
 impl Default for RetentionConfig {
@@ -87,6 +94,7 @@ impl Default for RetentionConfig {
             budget: Duration::from_secs(30),
             idempotency_ttl: Duration::from_secs(168 * 3600),
             rejection_retention: Duration::from_secs(720 * 3600),
+            notification_retention: Duration::from_secs(2160 * 3600),
         }
     }
 }
@@ -102,6 +110,9 @@ impl RetentionConfig {
             ),
             rejection_retention: Duration::from_secs(
                 bounded("CLINIC_REJECTION_RETENTION_HOURS", 720, 1..=87_600)? * 3600,
+            ),
+            notification_retention: Duration::from_secs(
+                bounded("CLINIC_NOTIFICATION_RETENTION_HOURS", 2160, 1..=87_600)? * 3600,
             ),
         })
     }
@@ -120,6 +131,8 @@ pub struct SweepReport {
     pub webhook_deliveries: u64,
     /// Rotated-out webhook secrets cleared (their overlap ended).
     pub webhook_previous_secrets: u64,
+    /// Ended notifications deleted.
+    pub notifications: u64,
     /// Statements run.
     pub batches: u64,
     /// False when the time budget ran out before everything old enough was deleted.
@@ -201,6 +214,24 @@ const SWEEP_REJECTIONS: &str = "WITH batch AS ( \
          DELETE FROM listener_rejections r USING batch b WHERE r.id = b.id RETURNING 1 \
      ) \
      SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
+
+/// One batch of ended notifications, walked by (`updated_at`, `id`) on `notifications_ended_idx`
+/// (V19) after `($2, $3)`: those whose event has no outbox row any more are deleted (the status is
+/// re-checked under the row lock). Answers the last key examined and the counts.
+const SWEEP_NOTIFICATIONS: &str = "WITH batch AS ( \
+         SELECT id, updated_at FROM notifications \
+         WHERE status IN ('sent', 'stale', 'opted_out', 'discarded') AND updated_at < $1 \
+           AND (updated_at, id) > ($2, $3) ORDER BY updated_at, id LIMIT $4 \
+     ), gone AS ( \
+         DELETE FROM notifications n USING batch b \
+         WHERE n.id = b.id AND n.status IN ('sent', 'stale', 'opted_out', 'discarded') \
+           AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = n.event_id) \
+         RETURNING 1 \
+     ), last AS ( \
+         SELECT updated_at, id FROM batch ORDER BY updated_at DESC, id DESC LIMIT 1 \
+     ) \
+     SELECT (SELECT updated_at FROM last), (SELECT id FROM last), (SELECT count(*) FROM batch), \
+            (SELECT count(*) FROM gone)";
 
 /// The smallest event id minted at or after `at`: every id below it was minted before `at`.
 fn first_id_at(at: DateTime<Utc>) -> EventId {
@@ -306,7 +337,7 @@ pub async fn sweep(
             }
         }
     }
-    // 6. Delivered webhook deliveries (their attempts go with them).
+    // 7. Delivered webhook deliveries (their attempts go with them).
     let hours = config.retention.as_secs_f64() / 3600.0;
     loop {
         if out_of_time() {
@@ -331,6 +362,27 @@ pub async fn sweep(
             break;
         }
     }
+    // 9. Ended notifications whose event left the outbox.
+    let ended_before = older_than(config.notification_retention);
+    let (mut after_at, mut after_id) = (epoch(), uuid::Uuid::nil());
+    loop {
+        if out_of_time() {
+            return Ok(finish(report, false));
+        }
+        let row = sql::query_one(
+            &client,
+            SWEEP_NOTIFICATIONS,
+            &[&ended_before, &after_at, &after_id, &config.batch],
+        )
+        .await?;
+        report.batches += 1;
+        report.notifications += row.get::<_, i64>(3) as u64;
+        let examined: i64 = row.get(2);
+        match (row.get::<_, Option<DateTime<Utc>>>(0), row.get::<_, Option<uuid::Uuid>>(1)) {
+            (Some(at), Some(id)) if examined == config.batch => (after_at, after_id) = (at, id),
+            _ => break,
+        }
+    }
     Ok(finish(report, true))
 }
 
@@ -350,6 +402,7 @@ fn finish(report: SweepReport, complete: bool) -> SweepReport {
         listener_rejections = report.listener_rejections,
         webhook_deliveries = report.webhook_deliveries,
         webhook_previous_secrets = report.webhook_previous_secrets,
+        notifications = report.notifications,
         batches = report.batches,
         complete = report.complete,
         "retention sweep done"

@@ -295,6 +295,40 @@ pub async fn perform_in_batch(
     })
 }
 
+const RECORDED: &str =
+    "SELECT a.id, a.workspace_id, a.event_id, e.type, a.action, a.actor, a.status_before, \
+     a.status_after, a.listeners, a.batch_id, a.created_at \
+     FROM operator_actions a JOIN events e ON e.id = a.event_id \
+     WHERE a.id = $1 AND a.workspace_id = $2 AND a.notification_id IS NULL";
+
+/// The audit record of an earlier outbox action `id` of `workspace`, as [`perform`] answered it (what
+/// a request repeated with its `Idempotency-Key` answers); `None` when there is none.
+pub async fn recorded(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: OperatorActionId,
+) -> DomainResult<Option<ActionRecord>> {
+    let Some(row) = sql::query_opt(client, RECORDED, &[&id, &workspace]).await? else {
+        return Ok(None);
+    };
+    let action: String = row.get(4);
+    let action = ActionKind::parse(&action)
+        .ok_or_else(|| DomainError::Conflict(format!("the audit row has an unknown action {action}")))?;
+    Ok(Some(ActionRecord {
+        id: row.get(0),
+        workspace_id: row.get(1),
+        event_id: row.get(2),
+        event_type: row.get(3),
+        action,
+        actor: row.get(5),
+        status_before: row.get(6),
+        status_after: row.get(7),
+        listeners: row.get(8),
+        batch_id: row.get::<_, Option<uuid::Uuid>>(9).map(ulid::Ulid::from),
+        created_at: row.get(10),
+    }))
+}
+
 /// The listeners a replay starts: the named ones, each of which must be routed for `event_type`, or
 /// all routed ones. An event type without listeners has nothing to replay.
 fn replay_listeners(event_type: EventType, named: Option<&[Listener]>) -> DomainResult<Vec<Listener>> {

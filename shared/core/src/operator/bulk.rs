@@ -22,7 +22,7 @@ use super::filter::{OutboxFilter, Params};
 use super::{ActionKind, Operator};
 use crate::db::sql;
 use crate::error::{DomainError, DomainResult};
-use crate::ids::EventId;
+use crate::ids::{EventId, WorkspaceId};
 
 /// Targets per transaction.
 pub const CHUNK: i64 = 200;
@@ -93,6 +93,21 @@ async fn targets(
     let statement =
         format!("SELECT o.event_id {FROM} {} ORDER BY o.event_id LIMIT {limit_param}", query.where_clause());
     Ok(sql::query(client, &statement, &query.params).await?.iter().map(|row| row.get(0)).collect())
+}
+
+const APPLIED_IN: &str = "SELECT count(*), (array_agg(event_id ORDER BY event_id))[1:20] \
+     FROM operator_actions WHERE batch_id = $1 AND workspace_id = $2";
+
+/// What an earlier bulk request's batch `batch` of `workspace` did, as far as its audit rows tell
+/// (what a request repeated with its `Idempotency-Key` answers): the rows it applied and the first
+/// [`SAMPLE`] of their ids. What it matched, skipped or left is not stored.
+pub async fn applied_in(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    batch: ulid::Ulid,
+) -> Result<(i64, Vec<EventId>), tokio_postgres::Error> {
+    let row = sql::query_one(client, APPLIED_IN, &[&uuid::Uuid::from(batch), &workspace]).await?;
+    Ok((row.get(0), row.get::<_, Option<Vec<EventId>>>(1).unwrap_or_default()))
 }
 
 /// Runs `request` over the rows its filter matches (scoped by `request.filter.workspace`).

@@ -46,7 +46,7 @@ use serde::Serialize;
 use crate::domain::input::FieldError;
 use crate::ids::MemberId;
 
-pub use actions::{perform, perform_in_batch, ActionRecord, ActionRequest};
+pub use actions::{perform, perform_in_batch, recorded, ActionRecord, ActionRequest};
 pub use bulk::{BulkAnswer, BulkRequest};
 pub use explain::{explain, Explanation, Section};
 pub use filter::OutboxFilter;

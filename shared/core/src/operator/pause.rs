@@ -132,6 +132,34 @@ async fn audit(
     })
 }
 
+const RECORDED: &str = "SELECT id, workspace_id, listener, action, actor, released, created_at \
+     FROM listener_pause_actions WHERE id = $1 AND workspace_id = $2";
+
+/// The audit record of an earlier pause or resume `id` of `workspace`, as [`pause`] or [`resume`]
+/// answered it (what a request repeated with its `Idempotency-Key` answers); `None` when there is none.
+pub async fn recorded(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: crate::ids::OperatorActionId,
+) -> DomainResult<Option<PauseRecord>> {
+    let Some(row) = sql::query_opt(client, RECORDED, &[&id, &workspace]).await? else {
+        return Ok(None);
+    };
+    let action = match row.get::<_, &str>(3) {
+        "pause" => "pause",
+        _ => "resume",
+    };
+    Ok(Some(PauseRecord {
+        id: row.get(0),
+        workspace_id: row.get(1),
+        listener: row.get(2),
+        action,
+        actor: row.get(4),
+        released: i64::from(row.get::<_, i32>(5)),
+        created_at: row.get(6),
+    }))
+}
+
 /// The paused listeners (of `workspace` when given) with the rows each holds.
 pub async fn paused(
     client: &impl GenericClient,

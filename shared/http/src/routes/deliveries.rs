@@ -6,22 +6,28 @@
 //! - `POST /v1/system/deliveries/{id}/retry|discard` with `{ "reason": "…" }` performs the action
 //!   ([`clinic_core::delivery::admin`]) and answers its audit record; the body is checked (400/422) before
 //!   the row's status is considered, and a status the action does not fit answers 409, recording
-//!   nothing.
+//!   nothing. Both honour `Idempotency-Key` like the outbox actions ([`super::outbox`]): the same key
+//!   with the same body answers the stored audit record and acts no second time.
 
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
+use super::outbox::OPERATOR_ACTION;
 use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
-use crate::request::JsonBody;
+use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
-use clinic_core::delivery::{admin, DeliveryStatus};
-use clinic_core::ids::{MemberId, NotificationId};
+use clinic_core::db::Tx;
+use clinic_core::delivery::admin::{self, DeliveryActionRecord};
+use clinic_core::delivery::DeliveryStatus;
+use clinic_core::error::DomainResult;
+use clinic_core::ids::{MemberId, NotificationId, OperatorActionId};
 use clinic_core::operator::{ActionKind, ActionRequest, Operator};
 
 pub async fn list(
@@ -42,39 +48,42 @@ pub async fn list(
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }
 
-async fn act(
-    state: AppState,
-    caller: Caller,
-    raw_id: String,
-    body: JsonBody,
-    action: ActionKind,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let request = ActionRequest::from_body(action, body.value)?;
+/// The answer of a delivery action: its audit record (a replay reads it back by its id).
+pub struct Acted(DeliveryActionRecord);
+
+impl Answer for Acted {
+    const RESOURCE: &'static str = OPERATOR_ACTION;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(admin::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?.map(Acted))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self.0)).into_response()
+    }
+}
+
+async fn act(raw_id: String, request: Mutation, action: ActionKind) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let reason = ActionRequest::from_body(action, request.json()?)?.reason;
     let id: NotificationId = path_id(&raw_id)?;
-    let operator = Operator::member(MemberId::from_ulid(caller.subject));
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let record =
-        admin::perform(&tx, Some(caller.workspace_id), id, action, &request.reason, &operator).await?;
-    tx.commit().await?;
-    Ok(Json(record).into_response())
+    let operator = Operator::member(MemberId::from_ulid(request.caller.subject));
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            let workspace = Some(ctx.workspace_id);
+            Ok(Acted(admin::perform(tx, workspace, id, action, &reason, &operator).await?))
+        })
+        .await
 }
 
-pub async fn retry(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    act(state, caller, id, body, ActionKind::Retry).await
+pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    act(id, request, ActionKind::Retry).await
 }
 
-pub async fn discard(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    act(state, caller, id, body, ActionKind::Discard).await
+pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    act(id, request, ActionKind::Discard).await
 }

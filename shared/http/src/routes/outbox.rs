@@ -11,12 +11,16 @@
 //!   still missing their receipt that the custody reconciler handed to operators (`all=true`: also
 //!   the ones it is still restarting); replay the event for that listener to start it afresh.
 //!
-//! These routes take no `Idempotency-Key`: every action changes the row's status, so repeating one
-//! answers 409 instead of acting twice.
+//! Every action honours `Idempotency-Key` like the other mutating routes ([`Mutation::run`]: the key
+//! is claimed inside the action's transaction): the same key with the same body answers the stored
+//! audit record again and acts no second time (a row that died again since is not retried again, so
+//! one key is one audit row and one fresh attempt budget); the same key with another body answers
+//! 422. Without a key, repeating an action answers 409 once the row's status no longer fits.
 
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
@@ -25,10 +29,16 @@ use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
-use crate::request::JsonBody;
+use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
-use clinic_core::ids::{EventId, MemberId};
-use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
+use clinic_core::db::Tx;
+use clinic_core::error::DomainResult;
+use clinic_core::ids::{EventId, MemberId, OperatorActionId};
+use clinic_core::operator::{self, ActionKind, ActionRecord, ActionRequest, Operator, OutboxFilter};
+
+/// The idempotency keys' name for an operator action's audit record (`operator_actions`,
+/// `listener_pause_actions`, or a bulk request's batch).
+pub(crate) const OPERATOR_ACTION: &str = "operator_action";
 
 pub async fn list(
     State(state): State<AppState>,
@@ -78,47 +88,46 @@ pub async fn unsettled(
     Ok(Json(json!({ "items": items })).into_response())
 }
 
-async fn act(
-    state: AppState,
-    caller: Caller,
-    raw_id: String,
-    body: JsonBody,
-    action: ActionKind,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let request = ActionRequest::from_body(action, body.value)?;
+/// The answer of an operator action: its audit record (a replay reads it back by its id).
+pub struct Acted(ActionRecord);
+
+impl Answer for Acted {
+    const RESOURCE: &'static str = OPERATOR_ACTION;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        Ok(operator::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?.map(Acted))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self.0)).into_response()
+    }
+}
+
+async fn act(raw_id: String, request: Mutation, action: ActionKind) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let action_request = ActionRequest::from_body(action, request.json()?)?;
     let event_id: EventId = path_id(&raw_id)?;
-    let operator = Operator::member(MemberId::from_ulid(caller.subject));
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let record = operator::perform(&tx, Some(caller.workspace_id), event_id, &request, &operator).await?;
-    tx.commit().await?;
-    Ok(Json(record).into_response())
+    let operator = Operator::member(MemberId::from_ulid(request.caller.subject));
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            let workspace = Some(ctx.workspace_id);
+            Ok(Acted(operator::perform(tx, workspace, event_id, &action_request, &operator).await?))
+        })
+        .await
 }
 
-pub async fn retry(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    act(state, caller, id, body, ActionKind::Retry).await
+pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    act(id, request, ActionKind::Retry).await
 }
 
-pub async fn replay(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    act(state, caller, id, body, ActionKind::Replay).await
+pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    act(id, request, ActionKind::Replay).await
 }
 
-pub async fn discard(
-    State(state): State<AppState>,
-    caller: Caller,
-    Path(id): Path<String>,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    act(state, caller, id, body, ActionKind::Discard).await
+pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    act(id, request, ActionKind::Discard).await
 }

@@ -11,26 +11,42 @@
 //! - `GET /v1/system/listeners` and `POST /v1/system/listeners/pause|resume` with
 //!   `{ "listener": "…", "reason": "…" }` ([`clinic_core::operator::pause`]).
 //!
+//! Every POST here honours `Idempotency-Key` ([`Mutation::run`]; the key is claimed in a transaction
+//! held until the action committed): the same key with the same body answers the stored answer and
+//! acts no second time; the same key with another body answers 422. A pause or resume replays its
+//! audit record. A bulk request's batches commit on their own transactions while the key's
+//! transaction waits (a request repeated meanwhile waits for it); its replay answers what the
+//! batch's audit rows show (`applied` and `matched`: the rows it changed, `sample`: their first ids,
+//! `skipped` empty, `remaining` 0 — the rest is not stored). A bulk request that fails midway keeps
+//! the batches it committed and stores no key, so a repeat acts on what is left. A dry run writes
+//! nothing and claims no key (a malformed one still answers 400).
+//!
 //! A bulk request must name at least one filter field (an empty filter answers 422 naming
 //! `filter`): "every row of the workspace" is never one keystroke away.
 
+use std::marker::PhantomData;
+
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::outbox::OPERATOR_ACTION;
 use super::path_id;
 use crate::auth::Caller;
 use crate::problem::ApiError;
-use crate::request::JsonBody;
+use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
+use clinic_core::db::Tx;
 use clinic_core::domain::input::{self, integer, FieldError, Fields};
-use clinic_core::error::DomainError;
+use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::events::EventType;
-use clinic_core::ids::{EventId, MemberId};
+use clinic_core::ids::{EventId, MemberId, OperatorActionId};
 use clinic_core::listeners::{listeners, Listener};
+use clinic_core::operator::pause::PauseRecord;
 use clinic_core::operator::{
-    self, bulk, pause, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason,
+    self, bulk, pause, ActionKind, ActionRequest, BulkAnswer, BulkRequest, Operator, OutboxFilter, Reason,
 };
 
 fn operator_of(caller: &Caller) -> Operator {
@@ -94,42 +110,89 @@ fn bulk_request(action: ActionKind, body: Value) -> Result<BulkRequest, DomainEr
     Ok(BulkRequest { filter, action, dry_run, limit })
 }
 
-async fn bulk_act(
-    state: AppState,
-    caller: Caller,
-    body: JsonBody,
-    action: ActionKind,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let mut request = bulk_request(action, body.value)?;
-    request.filter.workspace = Some(caller.workspace_id);
-    let mut conn = state.pool.get().await?;
-    let answer = bulk::run(&mut conn, &request, &operator_of(&caller)).await?;
-    Ok(Json(answer).into_response())
+/// The action of a bulk route, known to a replay (whose batch may have no audit row to name it).
+pub trait BulkAction: Send {
+    const ACTION: ActionKind;
 }
 
-pub async fn bulk_retry(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    bulk_act(state, caller, body, ActionKind::Retry).await
+pub struct RetryAll;
+pub struct ReplayAll;
+pub struct DiscardAll;
+
+impl BulkAction for RetryAll {
+    const ACTION: ActionKind = ActionKind::Retry;
+}
+impl BulkAction for ReplayAll {
+    const ACTION: ActionKind = ActionKind::Replay;
+}
+impl BulkAction for DiscardAll {
+    const ACTION: ActionKind = ActionKind::Discard;
 }
 
-pub async fn bulk_replay(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    bulk_act(state, caller, body, ActionKind::Replay).await
+/// The answer of an applied bulk request; its stored id is the batch id (nil when nothing matched).
+pub struct BulkDone<K>(BulkAnswer, PhantomData<K>);
+
+impl<K: BulkAction> Answer for BulkDone<K> {
+    const RESOURCE: &'static str = OPERATOR_ACTION;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.batch_id.map_or(uuid::Uuid::nil(), uuid::Uuid::from)
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        let batch = (!id.is_nil()).then(|| ulid::Ulid::from(id));
+        let (applied, sample) = match batch {
+            Some(batch) => bulk::applied_in(tx, caller.workspace_id, batch).await?,
+            None => (0, Vec::new()),
+        };
+        let answer = BulkAnswer {
+            action: K::ACTION,
+            dry_run: false,
+            matched: applied,
+            sample,
+            batch_id: batch,
+            applied: usize::try_from(applied).unwrap_or(usize::MAX),
+            skipped: Vec::new(),
+            remaining: 0,
+        };
+        Ok(Some(BulkDone(answer, PhantomData)))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self.0)).into_response()
+    }
 }
 
-pub async fn bulk_discard(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    bulk_act(state, caller, body, ActionKind::Discard).await
+async fn bulk_act<K: BulkAction + 'static>(state: AppState, request: Mutation) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let mut bulk_request = bulk_request(K::ACTION, request.json()?)?;
+    bulk_request.filter.workspace = Some(request.caller.workspace_id);
+    let operator = operator_of(&request.caller);
+    if bulk_request.dry_run {
+        request.check_key()?;
+        let mut conn = state.pool.get().await?;
+        return Ok(Json(bulk::run(&mut conn, &bulk_request, &operator).await?).into_response());
+    }
+    request
+        .run(StatusCode::OK, async move |_key_tx, _ctx| {
+            // The batches commit on their own connection; the key's transaction commits after them.
+            let mut conn = state.pool.get().await?;
+            let answer = bulk::run(&mut conn, &bulk_request, &operator).await?;
+            Ok(BulkDone::<K>(answer, PhantomData))
+        })
+        .await
+}
+
+pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    bulk_act::<RetryAll>(state, request).await
+}
+
+pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    bulk_act::<ReplayAll>(state, request).await
+}
+
+pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    bulk_act::<DiscardAll>(state, request).await
 }
 
 pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -158,43 +221,51 @@ pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Res
     Ok(Json(json!({ "items": items })).into_response())
 }
 
-async fn pause_act(
-    state: AppState,
-    caller: Caller,
-    body: JsonBody,
-    resume: bool,
-) -> Result<Response, ApiError> {
-    caller.require_admin()?;
-    let mut fields = Fields::new(body.value)?;
+/// The answer of a pause or resume: its audit record (a replay reads it back by its id).
+pub struct PauseActed(PauseRecord);
+
+impl Answer for PauseActed {
+    const RESOURCE: &'static str = OPERATOR_ACTION;
+
+    fn resource_id(&self) -> uuid::Uuid {
+        self.0.id.uuid()
+    }
+
+    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
+        let record = pause::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?;
+        Ok(record.map(PauseActed))
+    }
+
+    fn respond(self, status: StatusCode) -> Response {
+        (status, Json(self.0)).into_response()
+    }
+}
+
+async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError> {
+    request.caller.require_admin()?;
+    let mut fields = Fields::new(request.json()?)?;
     let reason = Reason::parse(&fields.required_str("reason")?)?;
     let name = fields.required_str("listener")?;
     fields.finish()?;
     let listener =
         Listener::parse(name.trim()).ok_or_else(|| FieldError::new("listener", "must be a listener name"))?;
-    let operator = operator_of(&caller);
-    let mut conn = state.pool.get().await?;
-    let tx = conn.transaction().await?;
-    let record = if resume {
-        pause::resume(&tx, caller.workspace_id, listener, &operator, &reason).await?
-    } else {
-        pause::pause(&tx, caller.workspace_id, listener, &operator, &reason).await?
-    };
-    tx.commit().await?;
-    Ok(Json(record).into_response())
+    let operator = operator_of(&request.caller);
+    request
+        .run(StatusCode::OK, async move |tx, ctx| {
+            let record = if resume {
+                pause::resume(tx, ctx.workspace_id, listener, &operator, &reason).await?
+            } else {
+                pause::pause(tx, ctx.workspace_id, listener, &operator, &reason).await?
+            };
+            Ok(PauseActed(record))
+        })
+        .await
 }
 
-pub async fn pause_listener(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    pause_act(state, caller, body, false).await
+pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
+    pause_act(request, false).await
 }
 
-pub async fn resume_listener(
-    State(state): State<AppState>,
-    caller: Caller,
-    body: JsonBody,
-) -> Result<Response, ApiError> {
-    pause_act(state, caller, body, true).await
+pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {
+    pause_act(request, true).await
 }

@@ -14,7 +14,8 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("patient_disclosures", &["INSERT", "SELECT"]),
     ("events", &["INSERT", "SELECT"]),
     ("event_resources", &["INSERT", "SELECT"]),
-    ("notifications", &["INSERT", "SELECT"]),
+    // Notifications: swept once ended and past their retention (V19); updated by column only.
+    ("notifications", &["DELETE", "INSERT", "SELECT"]),
     ("workspaces", &["SELECT"]),
     ("members", &["SELECT"]),
     ("schema_migrations", &["SELECT"]),
@@ -112,10 +113,9 @@ async fn clinic_app_holds_only_what_the_code_uses() {
         "TRUNCATE operator_actions",
         "UPDATE patient_disclosures SET purpose = 'x'",
         "DELETE FROM patient_disclosures",
-        // Notifications: only lifecycle columns, never content, never deletion.
+        // Notifications: only lifecycle columns, never content; deleted only row by row (the sweep).
         "UPDATE notifications SET template = 'other'",
         "UPDATE notifications SET recipient_id = gen_random_uuid()",
-        "DELETE FROM notifications",
         "TRUNCATE notifications",
         // Tenants and members are the owner's.
         "INSERT INTO workspaces (id, name) VALUES (gen_random_uuid(), 'rogue')",

@@ -6,6 +6,7 @@ mod custody_http;
 mod disclosures;
 mod explain_trail;
 mod http;
+mod idempotency;
 mod queries;
 mod recovery;
 mod reminders;

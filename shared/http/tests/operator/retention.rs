@@ -1,5 +1,5 @@
 //! The retention sweep deletes finished outbox rows, old listener starts and receipts — and keeps
-//! everything live, the event log and the delivery log.
+//! everything live, the event log and the delivery log within its own retention.
 
 use std::time::Duration;
 
@@ -125,7 +125,11 @@ async fn the_sweep_deletes_only_finished_old_bookkeeping() {
 
     let after = counts(&scene).await;
     assert_eq!(after[0], before[0] - 4);
-    assert_eq!(after[3..], before[3..], "events, event_resources and notifications are never swept");
+    assert_eq!(
+        after[3..],
+        before[3..],
+        "events and event_resources are never swept; notifications not before their own retention"
+    );
     for (event, status) in &live {
         assert_eq!(scene.status(*event).await, *status, "{status} row kept");
         let kept: i64 = scene
@@ -276,4 +280,78 @@ async fn the_sweep_clears_rotated_out_webhook_secrets_once_their_overlap_ended()
             .unwrap();
         assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (kept, kept), "{id}");
     }
+}
+
+/// Notifications that ended (`sent`, `stale`, `opted_out`, `discarded`) go once older than their
+/// retention and once their event's outbox row is gone (no replay or redelivery can need their
+/// idempotency key any more), in batches of `batch` rows; `dead`, `no_contact` and every live row
+/// wait for an operator (issue 38 item 7).
+#[tokio::test]
+async fn the_sweep_deletes_ended_notifications_past_their_retention_in_bounded_batches() {
+    let scene = Scene::new().await;
+    let (ended, waiting, in_custody) =
+        (book(&scene, 40).await, book(&scene, 50).await, book(&scene, 60).await);
+    scene.dispatch_locally().await;
+    let client = scene.app.db.client().await;
+    let mark = "UPDATE notifications SET status = $2 \
+                WHERE id = (SELECT id FROM notifications WHERE event_id = $1 ORDER BY id LIMIT 1 OFFSET $3)";
+    for (event, statuses) in [
+        (scene.created, ["sent", "stale"]),
+        (ended, ["opted_out", "discarded"]),
+        (waiting, ["dead", "no_contact"]),
+        (in_custody, ["sent", "sent"]),
+    ] {
+        for (offset, status) in statuses.into_iter().enumerate() {
+            client.execute(mark, &[&event, &status, &(offset as i64)]).await.unwrap();
+        }
+    }
+    // The outbox rows of the first three events were swept long ago; the last one's is dead (kept).
+    for event in [scene.created, ended, waiting] {
+        client.execute("DELETE FROM event_outbox WHERE event_id = $1", &[&event]).await.unwrap();
+    }
+    client
+        .execute("UPDATE event_outbox SET status = 'dead' WHERE event_id = $1", &[&in_custody])
+        .await
+        .unwrap();
+    let left = |event: EventId| {
+        let client = &client;
+        async move {
+            let row = client
+                .query_one("SELECT count(*) FROM notifications WHERE event_id = $1", &[&event])
+                .await
+                .unwrap();
+            row.get::<_, i64>(0)
+        }
+    };
+    let config = RetentionConfig {
+        retention: WEEK,
+        notification_retention: WEEK,
+        batch: 1,
+        budget: Duration::from_secs(60),
+        ..RetentionConfig::default()
+    };
+
+    // Within the retention: kept.
+    let report = sweep(&scene.app.state.pool, &config, Utc::now()).await.unwrap();
+    assert!(report.complete);
+    assert_eq!(report.notifications, 0, "{report:?}");
+    assert_eq!(left(scene.created).await + left(ended).await, 4);
+
+    // Past it: the four ended rows without an outbox row go, one per statement.
+    let later = Utc::now() + chrono::Duration::days(8);
+    let before =
+        sweep(&scene.app.state.pool, &RetentionConfig { notification_retention: WEEK * 52, ..config }, later)
+            .await
+            .unwrap();
+    assert_eq!(before.notifications, 0, "younger than their own retention: {before:?}");
+    let report = sweep(&scene.app.state.pool, &config, later).await.unwrap();
+    assert!(report.complete);
+    assert_eq!(report.notifications, 4, "{report:?}");
+    // Six ended rows examined one per statement, and the empty last one.
+    assert!(report.batches >= 7, "one row per batch: {report:?}");
+    assert_eq!((left(scene.created).await, left(ended).await), (0, 0));
+    assert_eq!(left(waiting).await, 2, "dead and no_contact wait for an operator");
+    assert_eq!(left(in_custody).await, 2, "its outbox row is still there");
+    let again = sweep(&scene.app.state.pool, &config, later).await.unwrap();
+    assert_eq!(again.notifications, 0);
 }
