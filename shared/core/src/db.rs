@@ -196,9 +196,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/V17__notification_stale.sql"),
     },
     Migration {
-        version: 19,
+        version: 18,
         name: "notification_retention",
-        sql: include_str!("../../../migrations/V19__notification_retention.sql"),
+        sql: include_str!("../../../migrations/V18__notification_retention.sql"),
     },
 ];
 

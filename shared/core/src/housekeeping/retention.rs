@@ -216,7 +216,7 @@ const SWEEP_REJECTIONS: &str = "WITH batch AS ( \
      SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone)";
 
 /// One batch of ended notifications, walked by (`updated_at`, `id`) on `notifications_ended_idx`
-/// (V19) after `($2, $3)`: those whose event has no outbox row any more are deleted (the status is
+/// (V18) after `($2, $3)`: those whose event has no outbox row any more are deleted (the status is
 /// re-checked under the row lock). Answers the last key examined and the counts.
 const SWEEP_NOTIFICATIONS: &str = "WITH batch AS ( \
          SELECT id, updated_at FROM notifications \

@@ -14,7 +14,7 @@ const EXPECTED: &[(&str, &[&str])] = &[
     ("patient_disclosures", &["INSERT", "SELECT"]),
     ("events", &["INSERT", "SELECT"]),
     ("event_resources", &["INSERT", "SELECT"]),
-    // Notifications: swept once ended and past their retention (V19); updated by column only.
+    // Notifications: swept once ended and past their retention (V18); updated by column only.
     ("notifications", &["DELETE", "INSERT", "SELECT"]),
     ("workspaces", &["SELECT"]),
     ("members", &["SELECT"]),
