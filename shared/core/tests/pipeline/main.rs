@@ -8,6 +8,7 @@ mod delivery_rules;
 mod dispatch_local;
 mod listeners_pointer;
 mod listeners_workflows;
+mod model;
 mod outages;
 mod overlap;
 mod support;
