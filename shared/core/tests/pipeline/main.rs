@@ -9,6 +9,7 @@ mod dispatch_local;
 mod listeners_pointer;
 mod listeners_workflows;
 mod model;
+mod model_notifications;
 mod outages;
 mod overlap;
 mod support;

@@ -18,9 +18,11 @@
 //!
 //! Seeds: `MODEL_SEED=<n>` replays one case exactly; `MODEL_CASES` / `MODEL_STEPS` /
 //! `MODEL_MINUTES` run longer by hand (docs/contributing.md). Every failure names the seed, the step
-//! and the actions so far, and the shortest failing prefix of the same seed.
+//! and the actions so far, and a shorter failing walk of the same seed (fewer steps).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,10 +41,10 @@ use tokio::sync::Notify;
 use super::support::Fixture;
 
 /// splitmix64: a tiny deterministic generator (the same seed walks the same actions).
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -50,7 +52,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    fn below(&mut self, n: usize) -> usize {
+    pub(super) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 }
@@ -552,6 +554,11 @@ impl Walk {
                 }
                 Answer::Slow => {
                     row.redeliveries += 1;
+                    if paused {
+                        // The first dispatcher's hold mark is fenced, but the starts it made are
+                        // recorded (not fenced: they did happen), whatever the takeover found.
+                        row.recorded.extend(started.iter().copied());
+                    }
                     if attempts >= max {
                         row.status = Status::Dead;
                         row.attempts = attempts;
@@ -559,7 +566,6 @@ impl Walk {
                         row.status = Status::Retry;
                         row.held_for_pause = true;
                         row.attempts = attempts;
-                        row.recorded.extend(started);
                     } else {
                         row.status = Status::Dispatched;
                         row.attempts = attempts + 1;
@@ -658,8 +664,13 @@ fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok().and_then(|value| value.parse().ok())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn random_walks_of_the_outbox_keep_the_lease_queue_invariants() {
+/// A case of a walk: `Err` is the failure text (seed, step, actions).
+pub(super) type Case = fn(u64, usize) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// Runs `MODEL_CASES` (default 20) cases of `MODEL_STEPS` (default 60) steps, or one with
+/// `MODEL_SEED`, or as many as fit in `MODEL_MINUTES`; on a failure, panics with its text and the
+/// shorter failing walk of the same seed (fewer steps).
+pub(super) async fn run_walks(queue: &str, case: Case) {
     let steps: usize = env("MODEL_STEPS").unwrap_or(60);
     let fixed: Option<u64> = env("MODEL_SEED");
     let cases: usize = if fixed.is_some() { 1 } else { env("MODEL_CASES").unwrap_or(20) };
@@ -667,26 +678,35 @@ async fn random_walks_of_the_outbox_keep_the_lease_queue_invariants() {
     let base = fixed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    println!("model walk: first seed {base} ({cases} cases x {steps} steps; MODEL_SEED=<seed> replays one)");
+    println!(
+        "{queue} model walk: base seed {base} ({cases} cases x {steps} steps; MODEL_SEED=<seed> replays one)"
+    );
     let started = Instant::now();
-    let mut case = 0usize;
-    while case < cases || deadline.is_some_and(|d| Instant::now() < d) {
-        let seed = if fixed.is_some() { base } else { Rng(base.wrapping_add(case as u64)).next() };
-        if let Err(failure) = run_case(seed, steps).await {
-            // The shortest failing prefix of the same seed.
-            let mut shortest = steps;
-            for shorter in 1..steps {
-                if run_case(seed, shorter).await.is_err() {
-                    shortest = shorter;
-                    break;
-                }
-            }
-            panic!("{failure}\nshortest failing prefix: MODEL_SEED={seed} MODEL_STEPS={shortest}");
-        }
-        case += 1;
-        if deadline.is_none() && case >= cases {
+    let mut done = 0usize;
+    loop {
+        let more = match deadline {
+            Some(deadline) => Instant::now() < deadline,
+            None => done < cases,
+        };
+        if !more {
             break;
         }
+        let seed = if fixed.is_some() { base } else { Rng(base.wrapping_add(done as u64)).next() };
+        if let Err(failure) = case(seed, steps).await {
+            // A failure during the walk names its step (the walk stops there); one found while
+            // settling may show after fewer steps: halve the walk while it still fails.
+            let mut shortest = steps;
+            while shortest > 1 && case(seed, shortest / 2).await.is_err() {
+                shortest /= 2;
+            }
+            panic!("{failure}\nshorter failing walk: MODEL_SEED={seed} MODEL_STEPS={shortest}");
+        }
+        done += 1;
     }
-    println!("model walk: {case} cases x {steps} steps passed in {:.1?}", started.elapsed());
+    println!("{queue} model walk: {done} cases x {steps} steps passed in {:.1?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_walks_of_the_outbox_keep_the_lease_queue_invariants() {
+    run_walks("outbox", |seed, steps| Box::pin(run_case(seed, steps))).await;
 }
