@@ -5,9 +5,9 @@
 //! steps through a transport stand-in whose answer the walk chooses (accept, per-message reject,
 //! permanent reject, outage, a slow answer past the lease that another dispatcher takes over, a crash
 //! between the start and the mark), time passing (leases and backoffs moved into the past, as the
-//! other pipeline tests do), listener pause and resume, and operator retry / replay / discard. A
-//! reference model predicts each row's status and attempts; after EVERY step the walk checks against
-//! the database:
+//! other pipeline tests do), listener pause and resume, and operator retry / replay / discard and
+//! bulk retry. A reference model predicts each row's status and attempts and which listeners each
+//! claim starts; after EVERY step the walk checks against the database:
 //! - no row lost: every committed event has its row, in a documented status, as the model predicts;
 //! - held rows (outage, paused listener) spend no attempts;
 //! - no listener started twice for an event except after a crash, a lease takeover or a replay (the
@@ -34,7 +34,7 @@ use clinic_core::dispatch::{
 use clinic_core::events::EventType;
 use clinic_core::ids::EventId;
 use clinic_core::listeners::{self, Listener};
-use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, Reason};
+use clinic_core::operator::{self, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
 use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 
@@ -87,6 +87,8 @@ enum Action {
     Retry(usize),
     Replay(usize),
     Discard(usize),
+    /// A bulk retry of every `dead` or `retry` row of the walk's event type.
+    BulkRetry,
 }
 
 /// The stand-in's record of one call: which rows (and listeners) it was asked to start.
@@ -296,7 +298,7 @@ impl Walk {
 
     fn choose(&self, rng: &mut Rng) -> Action {
         let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
-        match rng.below(20) {
+        match rng.below(21) {
             0..=3 => Action::Commit,
             4..=11 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
             12..=13 => Action::TimePasses,
@@ -304,7 +306,8 @@ impl Walk {
             15 => Action::Resume(rng.below(walk_listeners().len())),
             16..=17 => Action::Retry(pick(rng)),
             18 => Action::Replay(pick(rng)),
-            _ => Action::Discard(pick(rng)),
+            19 => Action::Discard(pick(rng)),
+            _ => Action::BulkRetry,
         }
     }
 
@@ -381,6 +384,7 @@ impl Walk {
                     }
                 }
             }
+            Action::BulkRetry => self.bulk_retry().await?,
             Action::Retry(i) | Action::Replay(i) | Action::Discard(i) => {
                 let Some(&id) = self.order.get(i) else { return Ok(()) };
                 let kind = match action {
@@ -428,6 +432,43 @@ impl Walk {
                     row.recorded.clear();
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// A bulk retry (not a dry run): every `dead` or `retry` row gets a fresh budget, nothing else
+    /// changes.
+    async fn bulk_retry(&mut self) -> Result<(), String> {
+        let request = BulkRequest {
+            filter: OutboxFilter {
+                workspace: Some(self.fx.workspace),
+                event_type: Some(EventType::AppointmentCreated),
+                ..OutboxFilter::default()
+            },
+            action: ActionRequest::new(ActionKind::Retry, "model walk", None).expect("a request"),
+            dry_run: false,
+            limit: 5_000,
+        };
+        let operator = Operator::member(self.fx.member);
+        let mut client = self.fx.db.client().await;
+        let answer =
+            operator::bulk::run(&mut client, &request, &operator).await.map_err(|e| e.to_string())?;
+        let fitting: Vec<EventId> = self
+            .rows
+            .iter()
+            .filter(|(_, row)| matches!(row.status, Status::Dead | Status::Retry))
+            .map(|(id, _)| *id)
+            .collect();
+        if answer.applied != fitting.len() || !answer.skipped.is_empty() {
+            return Err(format!("bulk retry of {} dead or retry rows answered {answer:?}", fitting.len()));
+        }
+        for id in fitting {
+            let row = self.rows.get_mut(&id).expect("a modelled row");
+            row.status = Status::Pending;
+            row.attempts = 0;
+            row.due = true;
+            row.held_for_pause = false;
+            row.owed_attempt = true;
         }
         Ok(())
     }
