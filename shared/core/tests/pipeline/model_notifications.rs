@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use clinic_core::delivery::{
     admin, Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers,
-    Sender,
+    Sender, UncertainPolicy,
 };
 use clinic_core::error::DomainError;
 use clinic_core::ids::NotificationId;
@@ -95,17 +95,18 @@ impl Provider for StandIn {
     async fn send(&self, message: &OutgoingMessage) -> Result<Accepted, ProviderError> {
         let key = message.idempotency_key.clone();
         let answer = *self.answer.lock().unwrap();
-        let client = self.pool.get().await.expect("the stand-in's connection");
-        let valid: i64 = client.query_one(LEASE_VALID, &[&key]).await.expect("the lease check").get(0);
         {
+            // Recorded before anything can be cut short by the sender's provider timeout.
             let mut calls = self.calls.lock().unwrap();
-            if valid != 1 {
-                calls.expired_lease_calls.push(key.clone());
-            }
             calls.called.push(key.clone());
             if matches!(answer, Answer::Accept | Answer::Slow | Answer::Crash) {
                 *calls.accepted.entry(key.clone()).or_default() += 1;
             }
+        }
+        let client = self.pool.get().await.expect("the stand-in's connection");
+        let valid: i64 = client.query_one(LEASE_VALID, &[&key]).await.expect("the lease check").get(0);
+        if valid != 1 {
+            self.calls.lock().unwrap().expired_lease_calls.push(key.clone());
         }
         match answer {
             Answer::Accept => Ok(Accepted { provider_message_id: format!("m-{key}") }),
@@ -154,7 +155,13 @@ struct Walk {
     stand_in: Arc<StandIn>,
     sender: Sender,
     successor: Sender,
+    /// The sender of `Step(Timeout)`: a provider timeout of 100 ms, which every call of that step
+    /// exceeds.
+    impatient: Sender,
     max_attempts: i32,
+    /// The case's `uncertain` policy: `Resend` claims an `uncertain` row again, `Hold` leaves it for
+    /// an operator.
+    resend: bool,
     patient: clinic_core::ids::PatientId,
     practitioner: clinic_core::ids::PractitionerId,
     rows: BTreeMap<NotificationId, Row>,
@@ -162,13 +169,16 @@ struct Walk {
     actions: Vec<Action>,
 }
 
-/// Backoffs and leases far longer than a case (only the walk moves time); a short provider timeout.
-fn model_config() -> DeliveryConfig {
+/// Backoffs, leases and the provider timeout far longer than a case: only the walk moves time.
+fn model_config(policy: UncertainPolicy) -> DeliveryConfig {
     let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::Log]);
     config.batch = 100;
     config.max_attempts = 3;
     config.lease = Duration::from_secs(600);
-    config.provider_timeout = Duration::from_millis(100);
+    // Longer than any step of the walk under load: only `Step(Timeout)` (through the impatient
+    // sender) times out.
+    config.provider_timeout = Duration::from_secs(60);
+    config.uncertain = policy;
     config.backoff =
         Backoff { base: Duration::from_secs(600), cap: Duration::from_secs(1200), jitter: Jitter::Equal };
     config
@@ -181,7 +191,7 @@ const ROWS: &str = "SELECT id, status, attempts FROM notifications";
 const ROW_OF: &str = "SELECT id, idempotency_key FROM notifications WHERE event_id = $1 AND listener = $2";
 
 impl Walk {
-    async fn new(seed: u64) -> Walk {
+    async fn new(seed: u64, policy: UncertainPolicy) -> Walk {
         let fx = Fixture::new().await;
         let patient = fx.create_patient().await;
         let practitioner = fx.create_practitioner().await;
@@ -192,17 +202,21 @@ impl Walk {
             reached: Notify::new(),
             release: Notify::new(),
         });
-        let config = model_config();
+        let config = model_config(policy);
         let max_attempts = config.max_attempts;
         let sender = Sender::new(fx.db.pool.clone(), Providers::both(stand_in.clone()), config.clone());
-        let successor = Sender::new(fx.db.pool.clone(), Providers::both(stand_in.clone()), config);
+        let successor = Sender::new(fx.db.pool.clone(), Providers::both(stand_in.clone()), config.clone());
+        let impatient_config = DeliveryConfig { provider_timeout: Duration::from_millis(100), ..config };
+        let impatient = Sender::new(fx.db.pool.clone(), Providers::both(stand_in.clone()), impatient_config);
         Walk {
             fx,
             seed,
             stand_in,
             sender,
             successor,
+            impatient,
             max_attempts,
+            resend: policy == UncertainPolicy::Resend,
             patient,
             practitioner,
             rows: BTreeMap::new(),
@@ -224,8 +238,9 @@ impl Walk {
 
     fn fail(&self, step: usize, why: String) -> String {
         format!(
-            "notification model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
+            "notification model walk failed: MODEL_SEED={} (resend: {}) step {step}: {why}\nactions so far ({}): {:?}",
             self.seed,
+            self.resend,
             self.actions.len(),
             self.actions
         )
@@ -310,7 +325,8 @@ impl Walk {
         let bound = Duration::from_secs(60);
         let mut reached = false;
         {
-            let first = self.sender.step_due();
+            let sender = if answer == Answer::Timeout { &self.impatient } else { &self.sender };
+            let first = sender.step_due();
             tokio::pin!(first);
             tokio::select! {
                 outcome = &mut first => { outcome.map_err(|e| e.to_string())?; }
@@ -342,7 +358,8 @@ impl Walk {
                 row.status = "uncertain";
             }
             let calls = called.iter().filter(|key| **key == row.key).count();
-            let claimed = row.due && matches!(row.status, "pending" | "retry" | "uncertain");
+            let claimed = row.due
+                && (matches!(row.status, "pending" | "retry") || (row.status == "uncertain" && self.resend));
             if !claimed {
                 if calls > 0 {
                     return Err(format!("delivery {id} ({}) reached the provider while not due", row.status));
@@ -362,7 +379,8 @@ impl Walk {
             }
             // A slow first call is called again by the successor, unless its claim already used
             // the last attempt (the successor then buries it `dead` instead).
-            let expected = if answer == Answer::Slow && first && row.attempts < max { 2 } else { 1 };
+            let expected =
+                if answer == Answer::Slow && first && row.attempts < max && self.resend { 2 } else { 1 };
             if calls != expected {
                 return Err(format!("delivery {id}: {calls} provider calls, expected {expected}"));
             }
@@ -380,10 +398,13 @@ impl Walk {
                 Answer::Throttle | Answer::Timeout => "retry",
                 Answer::Slow => {
                     // Taken over: expired to `uncertain`, claimed again and sent by the successor
-                    // (or buried at the ceiling); the first sender's mark is fenced.
+                    // (or buried at the ceiling; or left `uncertain` under `hold`); the first
+                    // sender's mark is fenced.
                     row.uncertain += 1;
                     if row.attempts >= max {
                         "dead"
+                    } else if !self.resend {
+                        "uncertain"
                     } else {
                         row.attempts += 1;
                         "sent"
@@ -434,6 +455,14 @@ impl Walk {
     async fn settle(&mut self, step: usize) -> Result<(), String> {
         for _ in 0..(self.max_attempts as usize + 3) {
             self.act(Action::TimePasses).await?;
+            if !self.resend {
+                // Under `hold` an operator decides: retry every `uncertain` row.
+                for i in 0..self.order.len() {
+                    if self.rows[&self.order[i]].status == "uncertain" {
+                        self.act(Action::Retry(i)).await?;
+                    }
+                }
+            }
             self.act(Action::Step(Answer::Accept)).await?;
             self.check().await.map_err(|why| format!("settling after step {step}: {why}"))?;
         }
@@ -455,7 +484,9 @@ impl Walk {
 
 async fn run_case(seed: u64, steps: usize) -> Result<(), String> {
     let mut rng = Rng(seed);
-    let mut walk = Walk::new(seed).await;
+    // From the seed itself (not the generator), so the walk of a seed stays the same.
+    let policy = if seed % 3 == 0 { UncertainPolicy::Hold } else { UncertainPolicy::Resend };
+    let mut walk = Walk::new(seed, policy).await;
     for step in 0..steps {
         let action = walk.choose(&mut rng);
         if let Err(why) = walk.act(action).await {
