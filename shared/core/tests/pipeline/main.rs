@@ -8,6 +8,8 @@ mod delivery_rules;
 mod dispatch_local;
 mod listeners_pointer;
 mod listeners_workflows;
+mod model;
+mod model_notifications;
 mod outages;
 mod overlap;
 mod support;
