@@ -146,19 +146,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     let other = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(other)).await;
     assert_eq!(other.status, 201, "{}", other.text);
 
-    let config = WebhookConfig {
-        egress: Egress { allow_loopback_http: true },
-        timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
-        ..WebhookConfig::default()
-    };
-    let sender = Arc::new(WebhookSender::new(
-        app.state.pool.clone(),
-        config,
-        clinic_testkit::webhook_key(),
-        clinic_sqs::webhook_body("/clinic"),
-    ));
-    let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
-    let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
+    let (sender, dispatcher) = loopback_pipeline(&app);
 
     let practitioner = app.create_practitioner(&staff).await;
     let patient =
@@ -319,6 +307,13 @@ async fn loopback_app() -> (TestApp, Arc<WebhookSender>, Dispatcher) {
     let mut app = TestApp::new().await;
     app.state.api.webhook_egress = Egress { allow_loopback_http: true };
     app.router = router(app.state.clone());
+    let (sender, dispatcher) = loopback_pipeline(&app);
+    (app, sender, dispatcher)
+}
+
+/// A webhook sender allowed to reach the loopback receiver, with short timeouts, and a dispatcher
+/// (local transport) that runs the fan-out's first attempts through it.
+fn loopback_pipeline(app: &TestApp) -> (Arc<WebhookSender>, Dispatcher) {
     let config = WebhookConfig {
         egress: Egress { allow_loopback_http: true },
         timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
@@ -332,7 +327,7 @@ async fn loopback_app() -> (TestApp, Arc<WebhookSender>, Dispatcher) {
     ));
     let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(sender.clone());
     let dispatcher = Dispatcher::new(app.state.pool.clone(), Arc::new(transport), DispatchConfig::default());
-    (app, sender, dispatcher)
+    (sender, dispatcher)
 }
 
 /// Issue 38 defect 3 (failed against a86860d: no delivery was created while the endpoint was off):
