@@ -1,0 +1,169 @@
+//! Secrets Manager (moto) against real PostgreSQL: the database login read by ARN at start-up and
+//! re-read, without a restart, when PostgreSQL refuses it after a rotation; the application keys and
+//! the webhook keyring read by ARN.
+//!
+//! The test server trusts 127.0.0.1 (no password is checked there), so the rotation here is the
+//! "alternating users" one Secrets Manager offers for RDS: a second login role is created, the
+//! secret is switched to it and the first role loses LOGIN. PostgreSQL then refuses the old login
+//! with `28000`, the same path a changed password takes with `28P01` ([`refused`]).
+
+use std::time::Duration;
+
+use aws_sdk_secretsmanager::config::Credentials;
+use clinic_core::db::login::refused;
+use clinic_core::db::{connect_pool_as, connect_single_as, DbLogin};
+use clinic_secrets::{DbLoginSecret, Secrets};
+
+/// The emulator, or a fresh one (kept alive for the whole test binary).
+fn emulator() -> Option<String> {
+    static EMULATOR: std::sync::OnceLock<Option<clinic_sqs::testing::Emulator>> = std::sync::OnceLock::new();
+    for name in ["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"] {
+        if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
+            return Some(value);
+        }
+    }
+    EMULATOR.get_or_init(clinic_sqs::testing::Emulator::start).as_ref().map(|e| e.endpoint.clone())
+}
+
+async fn secrets(endpoint: &str) -> Secrets {
+    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("test", "test", None, None, "tests"))
+        .endpoint_url(endpoint)
+        .timeout_config(clinic_secrets::timeouts())
+        .load()
+        .await;
+    Secrets::from_sdk(&sdk)
+}
+
+fn tag() -> String {
+    ulid::Ulid::generate().to_string().to_lowercase()
+}
+
+fn login_json(user: &str, password: &str) -> String {
+    serde_json::json!({ "username": user, "password": password, "engine": "postgres" }).to_string()
+}
+
+/// The test database's URL without its user (the login comes from the secret).
+fn url_without_user(url: &str) -> String {
+    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    let host = match &config.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let dbname = config.get_dbname().unwrap().to_owned();
+    config.user("ignored");
+    format!("host={host} port={port} dbname={dbname} sslmode=disable")
+}
+
+#[tokio::test]
+async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING SECRETS TEST: no Secrets Manager emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return;
+    };
+    let db = clinic_testkit::fresh_db().await;
+    let admin = db.client().await;
+    let (first, second) = (format!("login_a_{}", tag()), format!("login_b_{}", tag()));
+    for role in [&first, &second] {
+        admin.batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'initial'")).await.unwrap();
+        admin.batch_execute(&format!("GRANT CONNECT ON DATABASE {} TO {role}", db.name)).await.unwrap();
+    }
+
+    let secrets = secrets(&endpoint).await;
+    let name = format!("clinic-db-{}", tag());
+    let created =
+        secrets.client().create_secret().name(&name).secret_string(login_json(&first, "initial")).send().await;
+    let arn = created.unwrap().arn.unwrap();
+
+    let login = DbLogin::start(DbLoginSecret::new(secrets.clone(), &arn))
+        .await
+        .unwrap()
+        .with_min_interval(Duration::ZERO);
+    assert_eq!((login.user(), login.reads()), (first.clone(), 1));
+    let url = url_without_user(&db.url);
+    let pool = connect_pool_as(&url, 4, None, Some(&login)).unwrap();
+    let session_user = |pool: deadpool_postgres::Pool| async move {
+        let conn = pool.get().await.map_err(|e| e.to_string())?;
+        let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;
+        Ok::<String, String>(row.get(0))
+    };
+    assert_eq!(session_user(pool.clone()).await.unwrap(), first);
+
+    // Rotation: the secret moves to the second login; the first may no longer log in, and its
+    // sessions end (as after a restart of the server or a recycled connection).
+    secrets.client().put_secret_value().secret_id(&arn).secret_string(login_json(&second, "rotated")).send().await.unwrap();
+    admin.batch_execute(&format!("ALTER ROLE {first} NOLOGIN PASSWORD 'changed'")).await.unwrap();
+    admin
+        .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", &[&first])
+        .await
+        .unwrap();
+
+    // The same pool recovers: a connection the server closed is replaced, the replacement is
+    // refused as the old login, the secret is re-read once and the connect tried again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let recovered = loop {
+        // Several checkouts at once: they share one re-read.
+        let answers = futures::future::join_all((0..4).map(|_| session_user(pool.clone()))).await;
+        if answers.iter().all(|answer| answer.as_deref() == Ok(second.as_str())) {
+            break true;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the pool did not recover: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(recovered);
+    assert_eq!(login.reads(), 2, "one re-read for the rotation, shared by every connect");
+    assert_eq!(login.user(), second);
+
+    // The LISTEN connection logs in the same way.
+    let listen = connect_single_as(&url, None, Some(&login), None).await.unwrap();
+    let row = listen.query_one("SELECT session_user::text", &[]).await.unwrap();
+    assert_eq!(row.get::<_, String>(0), second);
+
+    // A login nobody rotated to stays refused (no loop): the error is PostgreSQL's refusal.
+    admin.batch_execute(&format!("ALTER ROLE {second} NOLOGIN")).await.unwrap();
+    let error = connect_single_as(&url, None, Some(&login), None).await.unwrap_err();
+    match error {
+        clinic_core::db::DbError::Postgres(error) => assert!(refused(&error), "{error}"),
+        other => panic!("expected a refusal, got {other}"),
+    }
+    assert_eq!(login.reads(), 3, "re-read once, found nothing new");
+    drop(pool);
+    drop(listen);
+    for role in [&first, &second] {
+        admin.batch_execute(&format!("REVOKE ALL ON DATABASE {} FROM {role}", db.name)).await.unwrap();
+    }
+    drop(admin);
+    drop(db);
+    let admin = clinic_testkit::admin_client().await;
+    for role in [&first, &second] {
+        let _ = admin.batch_execute(&format!("DROP ROLE IF EXISTS {role}")).await;
+    }
+}
+
+#[tokio::test]
+async fn a_secret_is_read_by_arn_with_its_previous_version() {
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING SECRETS TEST: no Secrets Manager emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return;
+    };
+    let secrets = secrets(&endpoint).await;
+    let created = secrets
+        .client()
+        .create_secret()
+        .name(format!("clinic-key-{}", tag()))
+        .secret_string("first-key-0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
+    let arn = created.arn.unwrap();
+    assert_eq!(secrets.read_versions(&arn).await.unwrap(), ("first-key-0123456789abcdef".into(), None));
+    secrets.client().put_secret_value().secret_id(&arn).secret_string("second-key-0123456789abcdef").send().await.unwrap();
+    assert_eq!(
+        secrets.read_versions(&arn).await.unwrap(),
+        ("second-key-0123456789abcdef".into(), Some("first-key-0123456789abcdef".into()))
+    );
+    let missing = secrets.read("arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf").await.unwrap_err();
+    assert!(missing.to_string().contains("ResourceNotFoundException"), "{missing}");
+}
