@@ -5,8 +5,9 @@
 //!   [`LoginSource`] that `clinic_core::db::login` reads at start-up and again when PostgreSQL
 //!   refuses the password (a rotation needs no restart).
 //! - [`Secrets::read`]: one secret string by ARN (the cursor and correlation keys).
-//! - [`Secrets::read_versions`]: the `AWSCURRENT` and `AWSPREVIOUS` versions of a secret (the webhook
-//!   sealing keyring: the previous key still opens values sealed before a rotation).
+//! - [`Secrets::read_versions`]: the `AWSCURRENT` and `AWSPREVIOUS` versions of a secret: the
+//!   correlation key (the previous one is still accepted) and the webhook sealing keyring
+//!   ([`webhook_key`]: the previous key still opens values sealed before a rotation).
 //!
 //! Invariants:
 //! - Only ARNs live in the environment; the values live in this process's memory only. No error of
@@ -19,6 +20,8 @@ use std::time::Duration;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
 use clinic_core::db::login::{BoxFuture, Login, LoginError, LoginSource};
+use clinic_core::db::DbLogin;
+use clinic_core::webhooks::secret_box::WebhookKey;
 
 /// Client timeouts: a connection within 3 s, one attempt within 5 s, the whole call within 12 s.
 pub fn timeouts() -> TimeoutConfig {
@@ -134,6 +137,49 @@ impl LoginSource for DbLoginSecret {
             let text = self.secrets.read(&self.arn).await.map_err(|e| LoginError(e.to_string()))?;
             parse_login(&self.arn, &text).map_err(|e| LoginError(e.to_string()))
         })
+    }
+}
+
+/// The database login of `arn`, read now (start-up) and again when PostgreSQL refuses it.
+pub async fn database_login(secrets: &Secrets, arn: &str) -> Result<DbLogin, LoginError> {
+    DbLogin::start(DbLoginSecret::new(secrets.clone(), arn)).await
+}
+
+/// The webhook sealing keyring of `arn`: its current version seals, its previous one (after a
+/// rotation) still opens until the rows are re-sealed.
+pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, SecretError> {
+    let (current, previous) = secrets.read_versions(arn).await?;
+    WebhookKey::from_secret_text(&current, previous.as_deref())
+        .map_err(|_| SecretError::Invalid { arn: arn.to_owned(), message: "is not a usable webhook key" })
+}
+
+/// The secrets a worker Lambda (dispatcher, listener) reads at start-up, each only when its ARN is
+/// set: the database login and the webhook keyring. Neither set: no AWS call at all.
+#[derive(Debug, Default)]
+pub struct WorkerSecrets {
+    pub login: Option<DbLogin>,
+    pub webhook_key: Option<WebhookKey>,
+}
+
+impl WorkerSecrets {
+    pub async fn read(db_arn: Option<&str>, webhook_arn: Option<&str>) -> Result<WorkerSecrets, SecretError> {
+        if db_arn.is_none() && webhook_arn.is_none() {
+            return Ok(WorkerSecrets::default());
+        }
+        let secrets = Secrets::connect(None).await;
+        let login = match db_arn {
+            Some(arn) => Some(
+                database_login(&secrets, arn)
+                    .await
+                    .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 })?,
+            ),
+            None => None,
+        };
+        let webhook_key = match webhook_arn {
+            Some(arn) => Some(webhook_key(&secrets, arn).await?),
+            None => None,
+        };
+        Ok(WorkerSecrets { login, webhook_key })
     }
 }
 

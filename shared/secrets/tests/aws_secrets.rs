@@ -167,3 +167,87 @@ async fn a_secret_is_read_by_arn_with_its_previous_version() {
     let missing = secrets.read("arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf").await.unwrap_err();
     assert!(missing.to_string().contains("ResourceNotFoundException"), "{missing}");
 }
+
+/// Issue 39 item 3 (the sealing key): the stack's generated secret is the keyring; after a rotation
+/// (a new secret version) the previous key still opens every row, and the sender's re-seal moves the
+/// rows to the new key in bounded batches, after which the new key alone opens them.
+#[tokio::test]
+async fn a_rotated_webhook_key_opens_old_rows_and_reseals_them_in_batches() {
+    use clinic_core::ids::{WebhookEndpointId, WorkspaceId};
+    use clinic_core::webhooks::endpoints::{seal_clear, signing};
+    use clinic_core::webhooks::secret_box::WebhookKey;
+    use clinic_core::webhooks::signing::Secret;
+
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING SECRETS TEST: no Secrets Manager emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return;
+    };
+    let secrets = secrets(&endpoint).await;
+    // What GenerateSecretString makes: 64 letters and digits.
+    let generated = |seed: char| std::iter::repeat_n(seed, 40).chain("0123456789abcdefghijklmnop".chars()).collect::<String>();
+    let created = secrets
+        .client()
+        .create_secret()
+        .name(format!("clinic-webhook-key-{}", tag()))
+        .secret_string(generated('a'))
+        .send()
+        .await
+        .unwrap();
+    let arn = created.arn.unwrap();
+    let old = clinic_secrets::webhook_key(&secrets, &arn).await.unwrap();
+
+    let db = clinic_testkit::fresh_db().await;
+    let mut conn = db.client().await;
+    let workspace = WorkspaceId::generate();
+    clinic_core::workspaces::insert_workspace(&conn, workspace, "Keyring clinic").await.unwrap();
+    let mut rows = Vec::new();
+    for _ in 0..5 {
+        let (id, secret, previous) = (WebhookEndpointId::generate(), Secret::generate(), Secret::generate());
+        conn.execute(
+            "INSERT INTO webhook_endpoints (id, workspace_id, url, secret, previous_secret, previous_expires_at) \
+             VALUES ($1, $2, 'https://hooks.example.com/x', $3, $4, now() + interval '1 day')",
+            &[&id, &workspace, &old.seal(id, &secret), &old.seal(id, &previous)],
+        )
+        .await
+        .unwrap();
+        rows.push((id, secret, previous));
+    }
+
+    // Rotation: a new version of the secret; a process started now holds both keys.
+    secrets.client().put_secret_value().secret_id(&arn).secret_string(generated('b')).send().await.unwrap();
+    let ring = clinic_secrets::webhook_key(&secrets, &arn).await.unwrap();
+    assert_ne!(ring.key_id(), old.key_id());
+    let new_only = WebhookKey::from_secret_text(&generated('b'), None).unwrap();
+    for (id, secret, previous) in &rows {
+        let opened = signing(&conn, &ring, *id).await.unwrap().unwrap().unwrap();
+        assert_eq!((&opened.current, opened.previous.as_ref()), (secret, Some(previous)));
+        assert!(signing(&conn, &new_only, *id).await.unwrap().unwrap().is_err(), "not yet re-sealed");
+    }
+
+    // Re-seal in bounded batches of 2: 2, 2, 1, then nothing is left.
+    let mut batches = Vec::new();
+    loop {
+        let tx = conn.transaction().await.unwrap();
+        let sealed = seal_clear(&tx, &ring, 2).await.unwrap();
+        tx.commit().await.unwrap();
+        batches.push(sealed);
+        if sealed == 0 {
+            break;
+        }
+    }
+    assert_eq!(batches, vec![2, 2, 1, 0]);
+    let prefix = format!("{}%", ring.sealed_prefix());
+    let row = conn
+        .query_one(
+            "SELECT count(*) FILTER (WHERE secret LIKE $1 AND previous_secret LIKE $1), count(*) FROM webhook_endpoints",
+            &[&prefix],
+        )
+        .await
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (5, 5));
+    // The previous key is no longer needed.
+    for (id, secret, previous) in &rows {
+        let opened = signing(&conn, &new_only, *id).await.unwrap().unwrap().unwrap();
+        assert_eq!((&opened.current, opened.previous.as_ref()), (secret, Some(previous)));
+    }
+}
