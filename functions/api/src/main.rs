@@ -12,7 +12,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(2)?;
     let arns = KeyArns::from_env()?;
-    let secrets = Secrets::connect(None).await;
+    let secrets = Secrets::connect(clinic_core::config::var("CLINIC_AWS_ENDPOINT").as_deref()).await;
     let login = match &database.secret_arn {
         Some(arn) => Some(clinic_secrets::database_login(&secrets, arn).await?),
         None => None,

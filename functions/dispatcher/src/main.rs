@@ -20,8 +20,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let database = DatabaseConfig::from_env(config.steps_in_flight + 1)?;
     let sqs = SqsConfig::from_env()?;
     let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
-    let secrets =
-        clinic_secrets::WorkerSecrets::read(database.secret_arn.as_deref(), webhook_key_arn.as_deref()).await?;
+    let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
+    let secrets = clinic_secrets::WorkerSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
     let login = secrets.login.as_ref();
     let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let client = build_client_with(sqs.endpoint.as_deref(), SqsTimeouts::from_env()?).await;
@@ -34,8 +35,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // The `deliver` mode (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
         let delivery = clinic_core::delivery::DeliveryConfig::from_env("ses,sns")?;
-        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-        let providers = clinic_notify_aws::providers(&delivery, endpoint.as_deref()).await;
+        let providers = clinic_notify_aws::providers(&delivery, aws_endpoint.as_deref()).await;
         let pool = dispatcher.pool().clone();
         housekeeping.delivery = Some(clinic_core::delivery::Sender::new(pool, providers, delivery));
     }

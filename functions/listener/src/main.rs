@@ -15,16 +15,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
     let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
-    let secrets =
-        clinic_secrets::WorkerSecrets::read(database.secret_arn.as_deref(), webhook_key_arn.as_deref()).await?;
+    let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
+    let secrets = clinic_secrets::WorkerSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
     let login = secrets.login.as_ref();
     let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let mut state = State::from_env(pool.clone())?;
     // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
         let config = DeliveryConfig::from_env("ses,sns")?;
-        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-        let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
+        let providers = clinic_notify_aws::providers(&config, aws_endpoint.as_deref()).await;
         state = state.with_sender(Sender::new(pool.clone(), providers, config));
     }
     // Webhook first attempts (docs/webhooks.md); never loopback in Lambda.

@@ -154,7 +154,8 @@ pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, Sec
 }
 
 /// The secrets a worker Lambda (dispatcher, listener) reads at start-up, each only when its ARN is
-/// set: the database login and the webhook keyring. Neither set: no AWS call at all.
+/// set: the database login and the webhook keyring. Neither set: no AWS call at all. `endpoint`
+/// overrides the service's address (`CLINIC_AWS_ENDPOINT`: an emulator).
 #[derive(Debug, Default)]
 pub struct WorkerSecrets {
     pub login: Option<DbLogin>,
@@ -162,11 +163,15 @@ pub struct WorkerSecrets {
 }
 
 impl WorkerSecrets {
-    pub async fn read(db_arn: Option<&str>, webhook_arn: Option<&str>) -> Result<WorkerSecrets, SecretError> {
+    pub async fn read(
+        db_arn: Option<&str>,
+        webhook_arn: Option<&str>,
+        endpoint: Option<&str>,
+    ) -> Result<WorkerSecrets, SecretError> {
         if db_arn.is_none() && webhook_arn.is_none() {
             return Ok(WorkerSecrets::default());
         }
-        let secrets = Secrets::connect(None).await;
+        let secrets = Secrets::connect(endpoint).await;
         let login = match db_arn {
             Some(arn) => Some(
                 database_login(&secrets, arn)
