@@ -29,7 +29,8 @@ async fn main() -> Result<(), lambda_http::Error> {
         },
     };
     // Connections open lazily on the first request, so init stays small.
-    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login.as_ref())?;
+    let pool =
+        connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login.as_ref())?;
     let state = AppState { pool, api: ApiConfig::lambda_from_env(keys)? };
     lambda_http::run(clinic_api::app(state)).await
 }

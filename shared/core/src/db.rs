@@ -75,11 +75,8 @@ pub fn connect_pool_as(
     SessionTimeouts::from_env()?.apply(&mut config);
     config.connect_timeout(Duration::from_secs(5));
     let connect = PoolConnect { tls: tls::connector(&settings)?, login: login.cloned() };
-    let manager = Manager::from_connect(
-        config,
-        connect,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
-    );
+    let manager =
+        Manager::from_connect(config, connect, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(max_size)
         .wait_timeout(Some(Duration::from_secs(10)))
@@ -257,6 +254,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "notification_retention",
         sql: include_str!("../../../migrations/V18__notification_retention.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "operator_wait_indexes",
+        sql: include_str!("../../../migrations/V19__operator_wait_indexes.sql"),
     },
 ];
 

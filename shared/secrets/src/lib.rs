@@ -51,7 +51,8 @@ impl Secrets {
     /// The usual AWS configuration with [`timeouts`]; `endpoint` overrides the service's address
     /// (tests: moto).
     pub async fn connect(endpoint: Option<&str>) -> Secrets {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
+        let mut loader =
+            aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
         if let Some(endpoint) = endpoint {
             loader = loader.endpoint_url(endpoint);
         }
@@ -126,7 +127,10 @@ pub fn parse_login(arn: &str, text: &str) -> Result<Login, SecretError> {
         message: "must be JSON with string fields `username` and `password`",
     })?;
     if fields.username.is_empty() || fields.password.is_empty() {
-        return Err(SecretError::Invalid { arn: arn.to_owned(), message: "`username` and `password` must not be empty" });
+        return Err(SecretError::Invalid {
+            arn: arn.to_owned(),
+            message: "`username` and `password` must not be empty",
+        });
     }
     Ok(Login::new(fields.username, fields.password))
 }

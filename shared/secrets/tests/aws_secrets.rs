@@ -46,14 +46,13 @@ fn login_json(user: &str, password: &str) -> String {
 
 /// The test database's URL without its user (the login comes from the secret).
 fn url_without_user(url: &str) -> String {
-    let mut config: tokio_postgres::Config = url.parse().unwrap();
+    let config: tokio_postgres::Config = url.parse().unwrap();
     let host = match &config.get_hosts()[0] {
         tokio_postgres::config::Host::Tcp(host) => host.clone(),
         tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let dbname = config.get_dbname().unwrap().to_owned();
-    config.user("ignored");
     format!("host={host} port={port} dbname={dbname} sslmode=disable")
 }
 
@@ -73,8 +72,13 @@ async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
 
     let secrets = secrets(&endpoint).await;
     let name = format!("clinic-db-{}", tag());
-    let created =
-        secrets.client().create_secret().name(&name).secret_string(login_json(&first, "initial")).send().await;
+    let created = secrets
+        .client()
+        .create_secret()
+        .name(&name)
+        .secret_string(login_json(&first, "initial"))
+        .send()
+        .await;
     let arn = created.unwrap().arn.unwrap();
 
     let login = DbLogin::start(DbLoginSecret::new(secrets.clone(), &arn))
@@ -93,7 +97,14 @@ async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
 
     // Rotation: the secret moves to the second login; the first may no longer log in, and its
     // sessions end (as after a restart of the server or a recycled connection).
-    secrets.client().put_secret_value().secret_id(&arn).secret_string(login_json(&second, "rotated")).send().await.unwrap();
+    secrets
+        .client()
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(login_json(&second, "rotated"))
+        .send()
+        .await
+        .unwrap();
     admin.batch_execute(&format!("ALTER ROLE {first} NOLOGIN PASSWORD 'changed'")).await.unwrap();
     admin
         .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", &[&first])
@@ -159,12 +170,20 @@ async fn a_secret_is_read_by_arn_with_its_previous_version() {
         .unwrap();
     let arn = created.arn.unwrap();
     assert_eq!(secrets.read_versions(&arn).await.unwrap(), ("first-key-0123456789abcdef".into(), None));
-    secrets.client().put_secret_value().secret_id(&arn).secret_string("second-key-0123456789abcdef").send().await.unwrap();
+    secrets
+        .client()
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string("second-key-0123456789abcdef")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(
         secrets.read_versions(&arn).await.unwrap(),
         ("second-key-0123456789abcdef".into(), Some("first-key-0123456789abcdef".into()))
     );
-    let missing = secrets.read("arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf").await.unwrap_err();
+    let missing =
+        secrets.read("arn:aws:secretsmanager:us-east-1:123456789012:secret:nope-AbCdEf").await.unwrap_err();
     assert!(missing.to_string().contains("ResourceNotFoundException"), "{missing}");
 }
 
@@ -184,7 +203,9 @@ async fn a_rotated_webhook_key_opens_old_rows_and_reseals_them_in_batches() {
     };
     let secrets = secrets(&endpoint).await;
     // What GenerateSecretString makes: 64 letters and digits.
-    let generated = |seed: char| std::iter::repeat_n(seed, 40).chain("0123456789abcdefghijklmnop".chars()).collect::<String>();
+    let generated = |seed: char| {
+        std::iter::repeat_n(seed, 40).chain("0123456789abcdefghijklmnop".chars()).collect::<String>()
+    };
     let created = secrets
         .client()
         .create_secret()

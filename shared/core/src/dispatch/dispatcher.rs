@@ -93,6 +93,11 @@ impl Dispatcher {
         self
     }
 
+    /// Whether this dispatcher prints EMF metrics.
+    pub fn metrics_mode(&self) -> super::metrics::MetricsMode {
+        self.metrics.mode()
+    }
+
     /// Wakes on `LISTEN clinic_outbox` over a dedicated connection to `url` while idle.
     pub fn with_listen(mut self, url: impl Into<String>, ca_file: Option<String>) -> Self {
         self.listen = Some(ListenSource { url: url.into(), ca_file, login: None });

@@ -284,10 +284,8 @@ fn split_payload(encoded: &str) -> Result<(Vec<u8>, Vec<u8>), OpenError> {
 fn key_from_text(text: &str) -> Result<[u8; KEY_BYTES], KeyError> {
     use sha2::{Digest, Sha256};
     let text = text.trim();
-    if let Ok(raw) = STANDARD.decode(text).map(<[u8; KEY_BYTES]>::try_from) {
-        if let Ok(raw) = raw {
-            return Ok(raw);
-        }
+    if let Ok(Ok(raw)) = STANDARD.decode(text).map(<[u8; KEY_BYTES]>::try_from) {
+        return Ok(raw);
     }
     if text.chars().count() < 32 {
         return Err(KeyError::InvalidText);
@@ -399,7 +397,10 @@ mod tests {
         let legacy = old
             .current
             .cipher()
-            .encrypt(XNonce::from_slice(&nonce), Payload { msg: secret.expose().as_bytes(), aad: &aad(endpoint, None) })
+            .encrypt(
+                XNonce::from_slice(&nonce),
+                Payload { msg: secret.expose().as_bytes(), aad: &aad(endpoint, None) },
+            )
             .unwrap();
         nonce.extend_from_slice(&legacy);
         let legacy = format!("enc1:{}", STANDARD.encode(nonce));
@@ -428,7 +429,10 @@ mod tests {
         // A deployment may provide the key as base64 text.
         let text = folder.join("from-secrets-manager");
         std::fs::write(&text, format!("{}\n", STANDARD.encode([9u8; KEY_BYTES]))).unwrap();
-        assert_eq!(WebhookKey::load(&KeySource::File(text.clone())).unwrap(), WebhookKey::from_bytes([9; KEY_BYTES]));
+        assert_eq!(
+            WebhookKey::load(&KeySource::File(text.clone())).unwrap(),
+            WebhookKey::from_bytes([9; KEY_BYTES])
+        );
         std::fs::write(&text, "short").unwrap();
         let invalid = WebhookKey::load(&KeySource::File(text)).unwrap_err();
         assert!(matches!(invalid, KeyError::Invalid { .. }), "{invalid}");
