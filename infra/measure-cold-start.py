@@ -169,6 +169,7 @@ def lambda_env(port, name):
         "patient_cancellation_notice",
         "patient_reminder",
         "cancel_future_appointments",
+        "webhook_fan_out",
     ]:
         env[f"CLINIC_SQS_QUEUE_URL_{listener.upper()}"] = (
             f"https://sqs.eu-central-1.amazonaws.com/123456789012/measure-{listener}"

@@ -17,7 +17,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
     let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
     let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
-    let secrets = clinic_secrets::WorkerSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
+    let secrets = clinic_secrets::StartupSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
     let login = secrets.login.as_ref();
     let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let mut state = State::from_env(pool.clone())?;

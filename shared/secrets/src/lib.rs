@@ -157,38 +157,42 @@ pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, Sec
         .map_err(|_| SecretError::Invalid { arn: arn.to_owned(), message: "is not a usable webhook key" })
 }
 
-/// The secrets a worker Lambda (dispatcher, listener) reads at start-up, each only when its ARN is
-/// set: the database login and the webhook keyring. Neither set: no AWS call at all. `endpoint`
+/// The secrets every Lambda may read at start-up, each only when its ARN is set (at once): the
+/// database login and the webhook keyring. Neither set: no AWS call at all. `endpoint`
 /// overrides the service's address (`CLINIC_AWS_ENDPOINT`: an emulator).
 #[derive(Debug, Default)]
-pub struct WorkerSecrets {
+pub struct StartupSecrets {
     pub login: Option<DbLogin>,
     pub webhook_key: Option<WebhookKey>,
 }
 
-impl WorkerSecrets {
+impl StartupSecrets {
     pub async fn read(
         db_arn: Option<&str>,
         webhook_arn: Option<&str>,
         endpoint: Option<&str>,
-    ) -> Result<WorkerSecrets, SecretError> {
+    ) -> Result<StartupSecrets, SecretError> {
         if db_arn.is_none() && webhook_arn.is_none() {
-            return Ok(WorkerSecrets::default());
+            return Ok(StartupSecrets::default());
         }
         let secrets = Secrets::connect(endpoint).await;
-        let login = match db_arn {
-            Some(arn) => Some(
-                database_login(&secrets, arn)
+        let login = async {
+            match db_arn {
+                Some(arn) => database_login(&secrets, arn)
                     .await
-                    .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 })?,
-            ),
-            None => None,
+                    .map(Some)
+                    .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 }),
+                None => Ok(None),
+            }
         };
-        let webhook_key = match webhook_arn {
-            Some(arn) => Some(webhook_key(&secrets, arn).await?),
-            None => None,
+        let webhook_key = async {
+            match webhook_arn {
+                Some(arn) => webhook_key(&secrets, arn).await.map(Some),
+                None => Ok(None),
+            }
         };
-        Ok(WorkerSecrets { login, webhook_key })
+        let (login, webhook_key) = futures::future::try_join(login, webhook_key).await?;
+        Ok(StartupSecrets { login, webhook_key })
     }
 }
 
