@@ -179,3 +179,47 @@ fn correlation_keys(cursor_key: &[u8]) -> Result<crate::correlation::Correlation
         .transpose()?;
     Ok(crate::correlation::CorrelationKeys::new(&current, previous.as_deref()))
 }
+
+#[cfg(test)]
+mod tests {
+    use clinic_core::ids::{CorrelationId, WorkspaceId};
+
+    use super::*;
+
+    fn keys(correlation: Option<(&str, Option<&str>)>) -> LambdaKeys {
+        LambdaKeys {
+            cursor: "cursor-key-from-the-secret-0123".into(),
+            correlation: correlation.map(|(current, previous)| (current.into(), previous.map(Into::into))),
+            webhook: None,
+        }
+    }
+
+    #[test]
+    fn the_lambda_keys_come_from_the_secrets_and_the_previous_correlation_key_still_verifies() {
+        let workspace = Some(WorkspaceId::generate());
+        let id = CorrelationId::generate();
+        let before = ApiConfig::lambda_from_env(keys(Some(("correlation-key-old-0123", None)))).unwrap();
+        let issued = before.correlation.issue(workspace, id);
+        let after = ApiConfig::lambda_from_env(keys(Some((
+            "correlation-key-new-0123",
+            Some("correlation-key-old-0123"),
+        ))))
+        .unwrap();
+        assert_eq!(
+            after.correlation.verify(workspace, &issued),
+            Some(id),
+            "the previous version is accepted"
+        );
+        assert_ne!(after.correlation.issue(workspace, id), issued, "the current version issues");
+        assert_eq!(after.cursor_key, b"cursor-key-from-the-secret-0123");
+        assert!(after.webhook_key.is_none());
+        // Without a correlation secret the key is derived from the cursor key.
+        let derived = ApiConfig::lambda_from_env(keys(None)).unwrap();
+        assert_eq!(derived.correlation.verify(workspace, &issued), None);
+        // A short secret is refused, naming the setting and never the value.
+        let mut short = keys(None);
+        short.cursor = "tiny".into();
+        let error = ApiConfig::lambda_from_env(short).unwrap_err().to_string();
+        assert!(error.contains("CLINIC_CURSOR_KEY_SECRET_ARN") && !error.contains("tiny"), "{error}");
+    }
+}
