@@ -177,9 +177,10 @@ impl WebhookKey {
         format!("{PREFIX}{}:", self.current.id)
     }
 
-    /// What every process that seals or opens calls from its `main`: the key of
-    /// [`KeySource::from_env`]`(local_default)`, loaded by [`WebhookKey::load`]; a bad or missing
-    /// file is a configuration error naming the path (never the key).
+    /// What a local process that seals or opens (`clinic dev`, the CLI) calls from its `main`: the
+    /// key of [`KeySource::from_env`]`(local_default)`, loaded by [`WebhookKey::load`]; a bad or
+    /// missing file is a configuration error naming the path (never the key). The Lambdas read
+    /// theirs from Secrets Manager instead ([`WebhookKey::from_secret_text`], `clinic-secrets`).
     pub fn from_env(local_default: Option<PathBuf>) -> Result<WebhookKey, ConfigError> {
         let source = KeySource::from_env(local_default)?;
         WebhookKey::load(&source).map_err(|error| {
