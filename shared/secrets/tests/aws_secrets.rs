@@ -2,10 +2,10 @@
 //! re-read, without a restart, when PostgreSQL refuses it after a rotation; the application keys and
 //! the webhook keyring read by ARN.
 //!
-//! The test server trusts 127.0.0.1 (no password is checked there), so the rotation here is the
-//! "alternating users" one Secrets Manager offers for RDS: a second login role is created, the
-//! secret is switched to it and the first role loses LOGIN. PostgreSQL then refuses the old login
-//! with `28000`, the same path a changed password takes with `28P01` ([`refused`]).
+//! Two rotations: a single-user one (`ALTER ROLE … PASSWORD`) on a throwaway cluster of the test's
+//! own that checks passwords (the shared test server trusts 127.0.0.1), refused with `28P01`; and the
+//! "alternating users" one Secrets Manager offers for RDS on the shared server (the secret moves to a
+//! second login role and the first loses LOGIN), refused with `28000`.
 
 use std::time::Duration;
 
@@ -271,4 +271,174 @@ async fn a_rotated_webhook_key_opens_old_rows_and_reseals_them_in_batches() {
         let opened = signing(&conn, &new_only, *id).await.unwrap().unwrap().unwrap();
         assert_eq!((&opened.current, opened.previous.as_ref()), (secret, Some(previous)));
     }
+}
+
+/// A throwaway PostgreSQL cluster that checks passwords (scram-sha-256 over TCP; trust only on its own
+/// Unix socket, for the test's admin session), stopped and removed on drop. `None` where the tools
+/// are missing or the cluster cannot start (the test then says it skipped).
+struct PasswordCluster {
+    dir: std::path::PathBuf,
+    bin: std::path::PathBuf,
+    port: u16,
+}
+
+impl PasswordCluster {
+    fn start() -> Option<PasswordCluster> {
+        let bin = ["17", "16", "15", "14", "13"]
+            .iter()
+            .map(|version| std::path::PathBuf::from(format!("/usr/lib/postgresql/{version}/bin")))
+            .find(|bin| bin.join("initdb").is_file())?;
+        let dir = std::env::temp_dir().join(format!("clinic-secrets-pg-{}", tag()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let port = clinic_testkit::free_port().ok()?;
+        let cluster = PasswordCluster { dir, bin, port };
+        // PostgreSQL refuses to run as root: as root, the cluster runs as `postgres`.
+        let root = std::process::Command::new("id").arg("-u").output().ok()?.stdout.starts_with(b"0");
+        if root {
+            let chown =
+                std::process::Command::new("chown").args(["-R", "postgres"]).arg(&cluster.dir).status();
+            if !chown.ok()?.success() {
+                return None;
+            }
+        }
+        let data = cluster.dir.join("data");
+        let run = |tool: &str, args: &[&str]| {
+            let mut command = if root {
+                let mut command = std::process::Command::new("runuser");
+                command.args(["-u", "postgres", "--"]).arg(cluster.bin.join(tool));
+                command
+            } else {
+                std::process::Command::new(cluster.bin.join(tool))
+            };
+            command.args(args).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            command.status().map(|status| status.success()).unwrap_or(false)
+        };
+        let data_arg = data.to_str()?;
+        let initdb = ["-D", data_arg, "-U", "postgres", "--auth-local=trust", "--auth-host=scram-sha-256"];
+        if !run("initdb", &initdb) {
+            return None;
+        }
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -p {} -c unix_socket_directories={} -c fsync=off",
+            cluster.port,
+            cluster.dir.display()
+        );
+        let log = cluster.dir.join("log");
+        let start = ["start", "-D", data_arg, "-l", log.to_str()?, "-w", "-t", "60", "-o", &options];
+        run("pg_ctl", &start).then_some(cluster)
+    }
+
+    /// The admin session over the cluster's Unix socket (trusted).
+    fn admin_url(&self) -> String {
+        format!("host={} port={} user=postgres dbname=postgres", self.dir.display(), self.port)
+    }
+
+    /// Where the functions connect: TCP, password checked, no login in the string.
+    fn url(&self) -> String {
+        format!("host=127.0.0.1 port={} dbname=postgres sslmode=disable", self.port)
+    }
+}
+
+impl Drop for PasswordCluster {
+    fn drop(&mut self) {
+        let data = self.dir.join("data");
+        let stop = |program: &str, prefix: &[&str]| {
+            std::process::Command::new(program)
+                .args(prefix)
+                .arg(self.bin.join("pg_ctl"))
+                .args(["stop", "-D"])
+                .arg(&data)
+                .args(["-m", "immediate", "-w"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+        };
+        let _ = stop("runuser", &["-u", "postgres", "--"]).or_else(|_| stop("env", &[]));
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Issue 39 item 3 (database password): a single-user rotation — `ALTER ROLE … PASSWORD` in
+/// PostgreSQL and a new secret version — on a server that checks passwords. New connections are
+/// refused (`28P01`) under the old password; the same pool re-reads the secret once and recovers,
+/// without a restart.
+#[tokio::test]
+async fn a_rotated_database_password_is_re_read_when_postgres_refuses_it() {
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING SECRETS TEST: no Secrets Manager emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return;
+    };
+    let Some(cluster) = PasswordCluster::start() else {
+        eprintln!(
+            "!!! SKIPPING PASSWORD ROTATION TEST: no initdb/pg_ctl to start a password-checking cluster"
+        );
+        return;
+    };
+    let admin = clinic_core::db::connect_single(&cluster.admin_url(), None, None).await.unwrap();
+    let role = format!("rotating_{}", tag());
+    admin.batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'first-password'")).await.unwrap();
+
+    let secrets = secrets(&endpoint).await;
+    let created = secrets
+        .client()
+        .create_secret()
+        .name(format!("clinic-db-password-{}", tag()))
+        .secret_string(login_json(&role, "first-password"))
+        .send()
+        .await
+        .unwrap();
+    let arn = created.arn.unwrap();
+    let login =
+        clinic_secrets::database_login(&secrets, &arn).await.unwrap().with_min_interval(Duration::ZERO);
+    let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login)).unwrap();
+    let query = |pool: deadpool_postgres::Pool| async move {
+        let conn = pool.get().await.map_err(|e| e.to_string())?;
+        let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;
+        Ok::<String, String>(row.get(0))
+    };
+    assert_eq!(query(pool.clone()).await.unwrap(), role);
+
+    // A wrong password is refused as 28P01 (the server checks it).
+    let wrong = DbLogin::start(clinic_core::db::login::FixedLogin(clinic_core::db::login::Login::new(
+        &role,
+        "not-the-password",
+    )))
+    .await
+    .unwrap();
+    match connect_single_as(&cluster.url(), None, Some(&wrong), None).await.unwrap_err() {
+        clinic_core::db::DbError::Postgres(error) => {
+            assert_eq!(error.code(), Some(&tokio_postgres::error::SqlState::INVALID_PASSWORD), "{error}");
+            assert!(refused(&error));
+        }
+        other => panic!("expected 28P01, got {other}"),
+    }
+
+    // Rotation: PostgreSQL first, then the secret (the order of Secrets Manager's setSecret /
+    // finishSecret steps); open sessions end as after a restart.
+    admin.batch_execute(&format!("ALTER ROLE {role} PASSWORD 'second-password'")).await.unwrap();
+    secrets
+        .client()
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string(login_json(&role, "second-password"))
+        .send()
+        .await
+        .unwrap();
+    admin
+        .execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1", &[&role])
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answers = futures::future::join_all((0..2).map(|_| query(pool.clone()))).await;
+        if answers.iter().all(|answer| answer.as_deref() == Ok(role.as_str())) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the pool did not recover: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(login.reads(), 2, "one re-read after the rotation");
+    drop(pool);
+    drop(admin);
+    drop(cluster);
 }
