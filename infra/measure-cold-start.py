@@ -109,7 +109,40 @@ class FakeRuntime:
         self.server.server_close()
 
 
+def aws_endpoint():
+    """The Secrets Manager emulator (moto) the API reads its cursor key from, as in AWS."""
+    return os.environ.get("CLINIC_TEST_AWS_ENDPOINT", "http://127.0.0.1:5001")
+
+
+def cursor_key_secret():
+    """Creates the API's cursor key secret in the emulator and returns its ARN (the API reads keys by
+    ARN at start-up, never from its environment)."""
+    import urllib.request
+
+    body = json.dumps(
+        {"Name": f"measure-cursor-key-{os.getpid()}", "SecretString": "measure-cursor-key-0123456789abcdef"}
+    ).encode()
+    request = urllib.request.Request(
+        aws_endpoint(),
+        data=body,
+        headers={
+            "X-Amz-Target": "secretsmanager.CreateSecret",
+            "Content-Type": "application/x-amz-json-1.1",
+            "Authorization": "AWS4-HMAC-SHA256 Credential=measure/20260101/eu-central-1/"
+            "secretsmanager/aws4_request, SignedHeaders=host, Signature=measure",
+        },
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.load(answer)["ARN"]
+
+
+CURSOR_KEY_ARN = None
+
+
 def lambda_env(port, name):
+    global CURSOR_KEY_ARN
+    if CURSOR_KEY_ARN is None:
+        CURSOR_KEY_ARN = cursor_key_secret()
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "AWS_LAMBDA_RUNTIME_API": f"127.0.0.1:{port}",
@@ -125,7 +158,8 @@ def lambda_env(port, name):
             "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
         ),
         "CLINIC_DB_POOL_SIZE": "2",
-        "CLINIC_CURSOR_KEY": "measure-cursor-key-0123456789abcdef",
+        "CLINIC_CURSOR_KEY_SECRET_ARN": CURSOR_KEY_ARN,
+        "CLINIC_AWS_ENDPOINT": aws_endpoint(),
         "RUST_LOG": "warn",
     }
     for listener in [
@@ -135,6 +169,7 @@ def lambda_env(port, name):
         "patient_cancellation_notice",
         "patient_reminder",
         "cancel_future_appointments",
+        "webhook_fan_out",
     ]:
         env[f"CLINIC_SQS_QUEUE_URL_{listener.upper()}"] = (
             f"https://sqs.eu-central-1.amazonaws.com/123456789012/measure-{listener}"

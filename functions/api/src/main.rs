@@ -1,18 +1,33 @@
-//! Lambda entry point: telemetry, configuration and the pool are built once per container; each
-//! invocation only runs the router.
+//! Lambda entry point: telemetry, configuration, the keys (from Secrets Manager, by ARN) and the pool
+//! are built once per container; each invocation only runs the router.
 
 use clinic_core::config::DatabaseConfig;
-use clinic_core::db::connect_pool;
+use clinic_core::db::connect_pool_as;
 use clinic_core::telemetry::{self, LogFormat};
-use clinic_http::ApiConfig;
-use clinic_http::AppState;
+use clinic_http::{ApiConfig, AppState, KeyArns, LambdaKeys};
+use clinic_secrets::{Secrets, StartupSecrets};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(2)?;
+    let arns = KeyArns::from_env()?;
+    let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let secrets = Secrets::connect(endpoint.as_deref()).await;
+    // The secrets are read at once (each call bounded by the client's timeouts).
+    let correlation = async {
+        match &arns.correlation {
+            Some(arn) => secrets.read_versions(arn).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let shared =
+        StartupSecrets::read(database.secret_arn.as_deref(), arns.webhook.as_deref(), endpoint.as_deref());
+    let (cursor, correlation, shared) = tokio::try_join!(secrets.read(&arns.cursor), correlation, shared)?;
+    let keys = LambdaKeys { cursor, correlation, webhook: shared.webhook_key };
     // Connections open lazily on the first request, so init stays small.
-    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
-    let state = AppState { pool, api: ApiConfig::lambda_from_env()? };
+    let login = shared.login.as_ref();
+    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
+    let state = AppState { pool, api: ApiConfig::lambda_from_env(keys)? };
     lambda_http::run(clinic_api::app(state)).await
 }

@@ -15,7 +15,8 @@
 //!   `reconcile` runs one custody pass: it restarts listener starts whose receipt is overdue and
 //!   hands the ones that stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
 //!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
-//!   dispatcher's own one-minute schedule carries it.
+//!   dispatcher's own one-minute schedule carries it; and after draining it emits the gauge of rows
+//!   waiting for an operator (`clinic_core::housekeeping::waiting`), which the alarms read.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -130,6 +131,9 @@ pub struct Answer {
     pub reconciled: Option<ReconcileReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webhooks: Option<clinic_core::webhooks::WebhookReport>,
+    /// `drain`: the rows waiting for an operator per queue (the `WaitingForOperator` gauge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<clinic_core::housekeeping::waiting::Waiting>,
 }
 
 fn requested_mode(detail: &Value) -> Option<Mode> {
@@ -157,6 +161,7 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
         delivered: None,
         reconciled: None,
         webhooks: None,
+        waiting: None,
     };
     let pool = state.dispatcher.pool();
     match mode {
@@ -171,7 +176,16 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
                     tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
                 }
             }
-            answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await
+            answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await;
+            // The gauge of rows waiting for an operator, once per minute whatever the drain did: the
+            // alarms on it stay up while such rows exist (clinic_core::housekeeping::waiting).
+            match pool.get().await {
+                Ok(client) => {
+                    let mode = state.dispatcher.metrics_mode();
+                    answer.waiting = clinic_core::housekeeping::waiting::emit(&client, mode).await;
+                }
+                Err(error) => tracing::warn!(error = %error, "no connection for the waiting-rows gauge"),
+            }
         }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
         Mode::Reminders => {

@@ -1,10 +1,11 @@
-//! Lambda entry point: telemetry, configuration, the pool, the SQS client and the dispatcher are
-//! built once per container; each scheduled invocation only drains.
+//! Lambda entry point: telemetry, configuration, the secrets (read from Secrets Manager by ARN), the
+//! pool, the SQS client and the dispatcher are built once per container; each scheduled invocation
+//! only drains.
 
 use std::sync::Arc;
 
 use clinic_core::config::DatabaseConfig;
-use clinic_core::db::connect_pool;
+use clinic_core::db::connect_pool_as;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_dispatcher::{handle, Housekeeping, Mode, State};
@@ -18,33 +19,38 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // One connection per batch in its mark, plus the claim's.
     let database = DatabaseConfig::from_env(config.steps_in_flight + 1)?;
     let sqs = SqsConfig::from_env()?;
-    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
+    let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
+    let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
+    let secrets = clinic_secrets::StartupSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
+    let login = secrets.login.as_ref();
+    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let client = build_client_with(sqs.endpoint.as_deref(), SqsTimeouts::from_env()?).await;
     let transport = SqsTransport::from_config(client, &sqs);
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
         .with_listen(database.url.clone(), database.ca_file.clone())
+        .with_listen_login(secrets.login.clone())
         .with_metrics(clinic_core::metrics::MetricsMode::from_env()?);
     let mut housekeeping = Housekeeping::from_env()?;
     // The `deliver` mode (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
         let delivery = clinic_core::delivery::DeliveryConfig::from_env("ses,sns")?;
-        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-        let providers = clinic_notify_aws::providers(&delivery, endpoint.as_deref()).await;
+        let providers = clinic_notify_aws::providers(&delivery, aws_endpoint.as_deref()).await;
         let pool = dispatcher.pool().clone();
         housekeeping.delivery = Some(clinic_core::delivery::Sender::new(pool, providers, delivery));
     }
     // The `webhooks` mode (docs/webhooks.md): retries of webhook deliveries; never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    // The key that opens webhook secrets: CLINIC_WEBHOOK_KEY_FILE names its file (never the key);
-    // without it this process sends no webhooks.
-    match clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()? {
+    // The keyring that opens webhook secrets: CLINIC_WEBHOOK_KEY_SECRET_ARN names its secret (never
+    // the key); without it this process sends no webhooks.
+    match secrets.webhook_key {
         Some(key) => {
             let body = clinic_sqs::webhook_body(&sqs.source_prefix);
             let pool = dispatcher.pool().clone();
             let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
             housekeeping.webhooks = Some(Arc::new(sender));
         }
-        None => tracing::warn!("CLINIC_WEBHOOK_KEY_FILE is not set: the webhooks mode sends nothing"),
+        None => tracing::warn!("CLINIC_WEBHOOK_KEY_SECRET_ARN is not set: the webhooks mode sends nothing"),
     }
     let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()?, housekeeping });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

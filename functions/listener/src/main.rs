@@ -1,9 +1,10 @@
-//! Lambda entry point: telemetry, configuration and the pool are built once per container.
+//! Lambda entry point: telemetry, configuration, the secrets (read from Secrets Manager by ARN) and
+//! the pool are built once per container.
 
 use std::sync::Arc;
 
 use clinic_core::config::DatabaseConfig;
-use clinic_core::db::connect_pool;
+use clinic_core::db::connect_pool_as;
 use clinic_core::delivery::{DeliveryConfig, Sender};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_listener::{handle, State};
@@ -13,26 +14,30 @@ use lambda_runtime::{service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
-    let pool = connect_pool(&database.url, database.pool_size, database.ca_file.as_deref())?;
+    let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
+    let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
+    let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
+    let secrets = clinic_secrets::StartupSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
+    let login = secrets.login.as_ref();
+    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let mut state = State::from_env(pool.clone())?;
     // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
         let config = DeliveryConfig::from_env("ses,sns")?;
-        let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-        let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
+        let providers = clinic_notify_aws::providers(&config, aws_endpoint.as_deref()).await;
         state = state.with_sender(Sender::new(pool.clone(), providers, config));
     }
     // Webhook first attempts (docs/webhooks.md); never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    // The key that opens webhook secrets: CLINIC_WEBHOOK_KEY_FILE names its file (never the key);
-    // without it the first attempts are left to the scheduled `webhooks` mode.
-    match clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()? {
+    // The keyring that opens webhook secrets: CLINIC_WEBHOOK_KEY_SECRET_ARN names its secret (never
+    // the key); without it the first attempts are left to the scheduled `webhooks` mode.
+    match secrets.webhook_key {
         Some(key) => {
             let body = clinic_sqs::webhook_body(&state.source_prefix);
             let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
             state = state.with_webhooks(Arc::new(sender));
         }
-        None => tracing::warn!("CLINIC_WEBHOOK_KEY_FILE is not set: no first webhook attempts here"),
+        None => tracing::warn!("CLINIC_WEBHOOK_KEY_SECRET_ARN is not set: no first webhook attempts here"),
     }
     let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

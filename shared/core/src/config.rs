@@ -64,15 +64,20 @@ pub struct DatabaseConfig {
     pub url: String,
     pub pool_size: usize,
     pub ca_file: Option<String>,
+    /// `CLINIC_DB_SECRET_ARN`: the Secrets Manager secret holding the login (`username`,
+    /// `password`); `url` then names no user or password (AWS; see [`crate::db::login`]).
+    pub secret_arn: Option<String>,
 }
 
 impl DatabaseConfig {
-    /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`.
+    /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`,
+    /// `CLINIC_DB_SECRET_ARN`.
     pub fn from_env(default_pool: usize) -> Result<Self, ConfigError> {
         Ok(Self {
             url: required("DATABASE_URL")?,
             pool_size: bounded("CLINIC_DB_POOL_SIZE", default_pool as u64, 1..=256)? as usize,
             ca_file: var("CLINIC_DB_CA_FILE"),
+            secret_arn: var("CLINIC_DB_SECRET_ARN"),
         })
     }
 }

@@ -4,6 +4,9 @@
 //! - A process builds its pool once at start-up ([`connect_pool`]); handlers borrow connections from it
 //!   and never connect themselves. A broken connection is dropped by the pool's recycle check and
 //!   replaced on the next checkout.
+//! - The login is in the connection string locally; in AWS it comes from a secret ([`login`]), read
+//!   at start-up and re-read when PostgreSQL refuses it, for the pool and the `LISTEN` connection
+//!   alike ([`connect_pool_as`], [`connect_single_as`]).
 //! - TLS follows libpq's `sslmode` (default `prefer`) and `sslrootcert` in either connection-string
 //!   form, with `CLINIC_DB_CA_FILE` (e.g. the RDS bundle) as the root certificate when the string
 //!   names none ([`tls`]). Connection strings are edited only through [`conninfo`].
@@ -19,10 +22,12 @@ use sha2::{Digest, Sha256};
 use tokio_postgres::Client;
 
 pub mod conninfo;
+pub mod login;
 pub mod timeouts;
 pub mod tls;
 
 pub use conninfo::{redact, with_database, with_role};
+pub use login::DbLogin;
 pub use timeouts::SessionTimeouts;
 
 /// A pooled connection.
@@ -53,17 +58,25 @@ pub enum DbError {
 /// session of the pool is an application session: it gets the [`SessionTimeouts`] (from the
 /// environment, defaults 10 s / 3 s / 15 s) unless the URL's own `options` set them.
 pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result<Pool, DbError> {
+    connect_pool_as(url, max_size, ca_file, None)
+}
+
+/// [`connect_pool`], logging in as `login` (when given) instead of the URL's user and password.
+pub fn connect_pool_as(
+    url: &str,
+    max_size: usize,
+    ca_file: Option<&str>,
+    login: Option<&DbLogin>,
+) -> Result<Pool, DbError> {
     let (mut config, settings) = tls::split(url, ca_file)?;
     if config.get_application_name().is_none() {
         config.application_name("clinic");
     }
     SessionTimeouts::from_env()?.apply(&mut config);
     config.connect_timeout(Duration::from_secs(5));
-    let manager = Manager::from_config(
-        config,
-        tls::connector(&settings)?,
-        ManagerConfig { recycling_method: RecyclingMethod::Fast },
-    );
+    let connect = PoolConnect { tls: tls::connector(&settings)?, login: login.cloned() };
+    let manager =
+        Manager::from_connect(config, connect, ManagerConfig { recycling_method: RecyclingMethod::Fast });
     Pool::builder(manager)
         .max_size(max_size)
         .wait_timeout(Some(Duration::from_secs(10)))
@@ -71,6 +84,33 @@ pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// How the pool opens a connection: as the URL says, or as the current [`DbLogin`].
+struct PoolConnect {
+    tls: tls::ClinicTls,
+    login: Option<DbLogin>,
+}
+
+impl deadpool_postgres::Connect for PoolConnect {
+    fn connect(
+        &self,
+        config: &tokio_postgres::Config,
+    ) -> login::BoxFuture<'_, Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
+        let config = config.clone();
+        Box::pin(async move {
+            let (client, connection) = match &self.login {
+                Some(login) => login.connect(&config, self.tls.clone()).await?,
+                None => config.connect(self.tls.clone()).await?,
+            };
+            let task = tokio::spawn(async move {
+                if let Err(error) = connection.await {
+                    tracing::warn!(error = %error, "pooled database connection ended");
+                }
+            });
+            Ok((client, task))
+        })
+    }
 }
 
 /// Opens one dedicated connection (for LISTEN, migrations and owner maintenance), driving it on a
@@ -81,10 +121,25 @@ pub async fn connect_single(
     ca_file: Option<&str>,
     notifications: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
 ) -> Result<Client, DbError> {
+    connect_single_as(url, ca_file, None, notifications).await
+}
+
+/// [`connect_single`], logging in as `login` (when given) instead of the URL's user and password.
+pub async fn connect_single_as(
+    url: &str,
+    ca_file: Option<&str>,
+    login: Option<&DbLogin>,
+    notifications: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
+) -> Result<Client, DbError> {
     use futures::StreamExt;
     let (mut config, settings) = tls::split(url, ca_file)?;
     config.connect_timeout(Duration::from_secs(5));
-    let (client, mut connection) = config.connect(tls::connector(&settings)?).await.map_err(|error| {
+    let tls = tls::connector(&settings)?;
+    let connected = match login {
+        Some(login) => login.connect(&config, tls).await,
+        None => config.connect(tls).await,
+    };
+    let (client, mut connection) = connected.map_err(|error| {
         // tokio-postgres' `Display` hides the cause; a handshake failure's cause says what to change.
         if error.source().is_some_and(|cause| cause.is::<tls::HandshakeError>()) {
             DbError::Tls(tls::describe(&error))
@@ -199,6 +254,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 18,
         name: "notification_retention",
         sql: include_str!("../../../migrations/V18__notification_retention.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "operator_wait_indexes",
+        sql: include_str!("../../../migrations/V19__operator_wait_indexes.sql"),
     },
 ];
 

@@ -45,9 +45,10 @@ pub struct ApiConfig {
     pub webhook_egress: clinic_core::webhooks::guard::Egress,
     /// The workspaces known to exist: a caller naming another one is refused (cached per process).
     pub workspaces: crate::auth::KnownWorkspaces,
-    /// Seals webhook signing secrets on create and rotate (`CLINIC_WEBHOOK_KEY_FILE`, locally the
-    /// data folder's key file; `clinic_core::webhooks::secret_box`). `None` (a Lambda without the
-    /// setting): creating or rotating an endpoint answers 409, nothing is stored.
+    /// Seals webhook signing secrets on create and rotate (in Lambda the keyring of
+    /// `CLINIC_WEBHOOK_KEY_SECRET_ARN`; locally the data folder's key file;
+    /// `clinic_core::webhooks::secret_box`). `None` (a Lambda without the setting): creating or
+    /// rotating an endpoint answers 409, nothing is stored.
     pub webhook_key: Option<clinic_core::webhooks::secret_box::WebhookKey>,
 }
 
@@ -61,20 +62,59 @@ impl std::fmt::Debug for ApiConfig {
     }
 }
 
+/// Where the API Lambda's keys live: Secrets Manager ARNs (never the keys) from its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyArns {
+    /// `CLINIC_CURSOR_KEY_SECRET_ARN` (required): the cursor key.
+    pub cursor: String,
+    /// `CLINIC_CORRELATION_KEY_SECRET_ARN`: the correlation key (its previous version is still
+    /// accepted after a rotation); unset → derived from the cursor key.
+    pub correlation: Option<String>,
+    /// `CLINIC_WEBHOOK_KEY_SECRET_ARN`: the webhook sealing keyring; unset → no sealing (409).
+    pub webhook: Option<String>,
+}
+
+impl KeyArns {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            cursor: required("CLINIC_CURSOR_KEY_SECRET_ARN")?,
+            correlation: var("CLINIC_CORRELATION_KEY_SECRET_ARN"),
+            webhook: var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR),
+        })
+    }
+}
+
+/// The keys a Lambda's `main` read from Secrets Manager at start-up ([`KeyArns`]).
+pub struct LambdaKeys {
+    pub cursor: String,
+    /// The correlation key's current and previous versions.
+    pub correlation: Option<(String, Option<String>)>,
+    pub webhook: Option<clinic_core::webhooks::secret_box::WebhookKey>,
+}
+
 impl ApiConfig {
-    /// Lambda: claims from API Gateway; `CLINIC_CURSOR_KEY` (at least 16 bytes) signs cursors;
-    /// `CLINIC_WEBHOOK_KEY_FILE` names the webhook key file.
-    pub fn lambda_from_env() -> Result<Self, ConfigError> {
-        let cursor_key = cursor_key()?;
+    /// Lambda: claims from API Gateway; the keys were read from Secrets Manager by the `main`
+    /// ([`KeyArns`]; the cursor and correlation keys at least 16 characters).
+    pub fn lambda_from_env(keys: LambdaKeys) -> Result<Self, ConfigError> {
+        let cursor_key = secret("CLINIC_CURSOR_KEY_SECRET_ARN", keys.cursor)?;
+        let correlation = match keys.correlation {
+            Some((current, previous)) => {
+                let current = secret("CLINIC_CORRELATION_KEY_SECRET_ARN", current)?;
+                let previous =
+                    previous.map(|key| secret("CLINIC_CORRELATION_KEY_SECRET_ARN", key)).transpose()?;
+                crate::correlation::CorrelationKeys::new(&current, previous.as_deref())
+            }
+            None => crate::correlation::CorrelationKeys::new(&cursor_key, None),
+        };
         Ok(Self {
             auth: AuthConfig::ApiGatewayClaims,
-            correlation: correlation_keys(&cursor_key)?,
+            correlation,
             cursor_key,
             readiness: readiness()?,
             subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
             webhook_egress: clinic_core::webhooks::guard::Egress::default(),
             workspaces: Default::default(),
-            webhook_key: clinic_core::webhooks::secret_box::WebhookKey::from_env_if_set()?,
+            webhook_key: keys.webhook,
         })
     }
 
@@ -114,7 +154,8 @@ fn cursor_key() -> Result<Vec<u8>, ConfigError> {
     secret("CLINIC_CURSOR_KEY", required("CLINIC_CURSOR_KEY")?)
 }
 
-/// A secret of at least 16 characters (its value is never shown in the error).
+/// A secret of at least 16 characters (its value is never shown in the error; `name` is the setting
+/// that names it).
 fn secret(name: &'static str, key: String) -> Result<Vec<u8>, ConfigError> {
     if key.len() < 16 {
         return Err(ConfigError::Invalid {
@@ -137,4 +178,48 @@ fn correlation_keys(cursor_key: &[u8]) -> Result<crate::correlation::Correlation
         .map(|key| secret("CLINIC_CORRELATION_KEY_PREVIOUS", key))
         .transpose()?;
     Ok(crate::correlation::CorrelationKeys::new(&current, previous.as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clinic_core::ids::{CorrelationId, WorkspaceId};
+
+    use super::*;
+
+    fn keys(correlation: Option<(&str, Option<&str>)>) -> LambdaKeys {
+        LambdaKeys {
+            cursor: "cursor-key-from-the-secret-0123".into(),
+            correlation: correlation.map(|(current, previous)| (current.into(), previous.map(Into::into))),
+            webhook: None,
+        }
+    }
+
+    #[test]
+    fn the_lambda_keys_come_from_the_secrets_and_the_previous_correlation_key_still_verifies() {
+        let workspace = Some(WorkspaceId::generate());
+        let id = CorrelationId::generate();
+        let before = ApiConfig::lambda_from_env(keys(Some(("correlation-key-old-0123", None)))).unwrap();
+        let issued = before.correlation.issue(workspace, id);
+        let after = ApiConfig::lambda_from_env(keys(Some((
+            "correlation-key-new-0123",
+            Some("correlation-key-old-0123"),
+        ))))
+        .unwrap();
+        assert_eq!(
+            after.correlation.verify(workspace, &issued),
+            Some(id),
+            "the previous version is accepted"
+        );
+        assert_ne!(after.correlation.issue(workspace, id), issued, "the current version issues");
+        assert_eq!(after.cursor_key, b"cursor-key-from-the-secret-0123");
+        assert!(after.webhook_key.is_none());
+        // Without a correlation secret the key is derived from the cursor key.
+        let derived = ApiConfig::lambda_from_env(keys(None)).unwrap();
+        assert_eq!(derived.correlation.verify(workspace, &issued), None);
+        // A short secret is refused, naming the setting and never the value.
+        let mut short = keys(None);
+        short.cursor = "tiny".into();
+        let error = ApiConfig::lambda_from_env(short).unwrap_err().to_string();
+        assert!(error.contains("CLINIC_CURSOR_KEY_SECRET_ARN") && !error.contains("tiny"), "{error}");
+    }
 }

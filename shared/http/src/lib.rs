@@ -28,7 +28,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use deadpool_postgres::Pool;
 
-pub use config::{ApiConfig, AuthConfig};
+pub use config::{ApiConfig, AuthConfig, KeyArns, LambdaKeys};
 use problem::ApiError;
 
 /// What every handler shares: the pool and the API settings.

@@ -54,6 +54,9 @@ fn extra_environment(listener: Listener) -> &'static str {
             "          # the VPC's NAT egress (docs/deploy.md, \"Webhook egress\"); bounded below the timeout.\n",
             "          CLINIC_WEBHOOKS_CONNECT_TIMEOUT_MS: \"5000\"\n",
             "          CLINIC_WEBHOOKS_TIMEOUT_MS: \"10000\"\n",
+            "          # The keyring that opens the endpoints' secrets: an ARN, read at start-up\n",
+            "          # (WebhookKeyReadPolicy).\n",
+            "          CLINIC_WEBHOOK_KEY_SECRET_ARN: !Ref WebhookKeySecret\n",
         ),
         _ => "",
     }
@@ -101,6 +104,11 @@ fn render(region: &str) -> Option<String> {
             for listener in Listener::ALL {
                 let _ =
                     writeln!(out, "          {}: !Ref {}Queue", queue_url_var(*listener), logical(*listener));
+            }
+        }
+        "listener-roles" => {
+            for listener in Listener::ALL {
+                let _ = writeln!(out, "        - !Ref {}Role", logical(*listener));
             }
         }
         "notifying-listener-roles" => {

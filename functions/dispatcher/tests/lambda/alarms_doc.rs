@@ -32,7 +32,7 @@ fn the_alarm_table_matches_the_template() {
 
 #[test]
 fn the_outbox_alarms_watch_metrics_the_dispatcher_emits() {
-    for metric in ["OldestPendingAgeMs", "OldestLiveAgeMs", "OldestUnsettledAgeMs", "Dead"] {
+    for metric in ["OldestPendingAgeMs", "OldestLiveAgeMs", "OldestUnsettledAgeMs", "WaitingForOperator"] {
         assert!(TEMPLATE.contains(&format!("MetricName: {metric}\n")), "no alarm on {metric}");
     }
     let mut metrics = clinic_core::metrics::DispatchMetrics::new();
@@ -47,4 +47,25 @@ fn the_outbox_alarms_watch_metrics_the_dispatcher_emits() {
     for metric in ["OldestPendingAgeMs", "OldestLiveAgeMs", "OldestUnsettledAgeMs", "Dead", "Held"] {
         assert!(totals.get(metric).is_some(), "{metric} not emitted: {totals}");
     }
+}
+
+/// Issue 38 item 7: a dead outbox row, a dead notification and a failed webhook delivery each keep an
+/// alarm up while they wait — one alarm per queue on the `WaitingForOperator` gauge, whose `Queue`
+/// values are the ones the gauge emits, with missing points ignored (not read as "cleared").
+#[test]
+fn each_queue_waiting_for_an_operator_has_an_alarm_on_the_gauge() {
+    let waiting = clinic_core::housekeeping::waiting::Waiting::default();
+    let emitted: BTreeSet<String> =
+        waiting.to_emf(0).iter().map(|line| line["Queue"].as_str().unwrap().to_owned()).collect();
+    let mut alarmed = BTreeSet::new();
+    for block in TEMPLATE.split("\n\n").filter(|block| block.contains("MetricName: WaitingForOperator\n")) {
+        assert!(
+            block.contains("Statistic: Maximum") && block.contains("TreatMissingData: ignore"),
+            "{block}"
+        );
+        let queue = block.split("- Name: Queue\n          Value: ").nth(1).expect("a Queue dimension");
+        alarmed.insert(queue.lines().next().unwrap().trim().to_owned());
+    }
+    assert_eq!(alarmed, emitted);
+    assert_eq!(alarmed.len(), 3);
 }

@@ -76,6 +76,10 @@ async fn a_drain_invocation_returns_before_its_window_ends() {
     assert_eq!(answer.mode, Mode::Drain);
     assert_eq!(answer.report.totals.dispatched, 3);
     assert_eq!(notifications(&db).await, 2);
+    // Every drain counts the rows waiting for an operator (the `WaitingForOperator` gauge): none here.
+    let waiting = clinic_core::housekeeping::waiting::Waiting::default();
+    assert_eq!(answer.waiting, Some(waiting));
+    assert_eq!(serde_json::to_value(&answer).unwrap()["waiting"]["webhookDeliveries"], 0);
     // A second invocation reuses the dispatcher (and its LISTEN connection) and finds nothing.
     let again = handle(&state, scheduled_event(json!({}))).await.unwrap();
     assert_eq!(again.report.steps, 0);

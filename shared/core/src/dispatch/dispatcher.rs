@@ -93,9 +93,22 @@ impl Dispatcher {
         self
     }
 
+    /// Whether this dispatcher prints EMF metrics.
+    pub fn metrics_mode(&self) -> super::metrics::MetricsMode {
+        self.metrics.mode()
+    }
+
     /// Wakes on `LISTEN clinic_outbox` over a dedicated connection to `url` while idle.
     pub fn with_listen(mut self, url: impl Into<String>, ca_file: Option<String>) -> Self {
-        self.listen = Some(ListenSource { url: url.into(), ca_file });
+        self.listen = Some(ListenSource { url: url.into(), ca_file, login: None });
+        self
+    }
+
+    /// Logs the `LISTEN` connection in as `login` (the pool's, when it is not in the URL).
+    pub fn with_listen_login(mut self, login: Option<crate::db::DbLogin>) -> Self {
+        if let Some(listen) = &mut self.listen {
+            listen.login = login;
+        }
         self
     }
 

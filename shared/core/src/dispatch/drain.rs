@@ -191,7 +191,13 @@ impl Dispatcher {
             return true;
         }
         let (sender, notifications) = unbounded_channel();
-        let connected = crate::db::connect_single(&source.url, source.ca_file.as_deref(), Some(sender)).await;
+        let connected = crate::db::connect_single_as(
+            &source.url,
+            source.ca_file.as_deref(),
+            source.login.as_ref(),
+            Some(sender),
+        )
+        .await;
         let client = match connected {
             Ok(client) => client,
             Err(error) => {

@@ -55,6 +55,8 @@ use serde::Serialize;
 pub struct ListenSource {
     pub url: String,
     pub ca_file: Option<String>,
+    /// The login when it is not in `url` (AWS: read from a secret; see [`crate::db::login`]).
+    pub login: Option<crate::db::DbLogin>,
 }
 
 /// What one step did.

@@ -19,7 +19,11 @@
 //!   retention, in bounded batches within a time budget (never those of an event still in custody).
 //! - [`reconcile`]: restarts (same identity) the listener starts whose receipt is overdue, up to a
 //!   bound, then marks the pair for operators (DESIGN.md §5a).
+//! - [`waiting`]: the gauge of rows waiting for an operator per queue (dead outbox rows, dead
+//!   notifications, failed webhook deliveries), emitted each minute for the alarms that stay up while
+//!   such rows exist.
 
 pub mod reconcile;
 pub mod reminders;
 pub mod retention;
+pub mod waiting;

@@ -10,8 +10,9 @@
 //!   create and rotate ([`Created`]); [`Endpoint`] (what lists and reads answer) has no secret.
 //! - The `secret` and `previous_secret` columns hold only values sealed for their row
 //!   ([`super::secret_box`]): create and rotate seal, a rotation seals a legacy clear secret it moves
-//!   to `previous_secret`, and [`seal_clear`] converts the remaining legacy rows (the sender runs it
-//!   once per process). [`signing`] opens them, legacy clear values included.
+//!   to `previous_secret`, and [`seal_clear`] re-seals under the current key the remaining legacy
+//!   rows and the rows sealed under a previous key of the ring (the sender runs it once per
+//!   process). [`signing`] opens them, legacy clear values included.
 //! - A rotated-out secret lives in the row only during its overlap: none is kept for an overlap of
 //!   0, and the retention sweep clears it once the overlap ended ([`clear_expired_previous`]).
 
@@ -361,7 +362,7 @@ pub async fn rotate(
     let current: String =
         sql::query_opt(client, CURRENT, &[&workspace, &id]).await?.ok_or(DomainError::NotFound)?.get(0);
     // The rotated-out secret is kept sealed: a legacy clear one is sealed now.
-    let previous = key.seal_if_clear(id, &current).map_err(unreadable)?;
+    let previous = key.reseal(id, &current).map_err(unreadable)?;
     let secret = Secret::generate();
     let statement = format!("{ROTATE}{COLUMNS}");
     let hours = overlap_hours as f64;
@@ -412,29 +413,31 @@ pub async fn signing(
     Ok(Some(opened))
 }
 
-/// Legacy rows (written before secrets were sealed) that still hold a clear value, locked.
+/// Rows holding a value not sealed under the current key (`$2` is its `enc2:<id>:` prefix): legacy
+/// clear values, `enc1:` values and values under a previous key; locked.
 const CLEAR_ROWS: &str = "SELECT id, secret, previous_secret FROM webhook_endpoints \
-     WHERE secret LIKE 'whsec\\_%' OR previous_secret LIKE 'whsec\\_%' \
+     WHERE NOT starts_with(secret, $2) OR NOT starts_with(previous_secret, $2) \
      ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
 
 const SEAL_ROW: &str = "UPDATE webhook_endpoints SET secret = $2, previous_secret = $3 WHERE id = $1";
 
-/// Seals, in one batch of at most `batch`, the legacy rows whose secrets are stored in clear;
-/// answers how many it sealed (a row whose value does not parse is left as it is and counted apart:
-/// its deliveries fail with `secret_unreadable`).
+/// Seals under the current key, in one batch of at most `batch`, the rows whose secrets are stored
+/// in clear (legacy rows) or sealed under another key of the ring (after a key rotation); answers how
+/// many it sealed (a row whose value does not open is left as it is and logged: its deliveries fail
+/// with `secret_unreadable`).
 pub async fn seal_clear(
     client: &impl GenericClient,
     key: &WebhookKey,
     batch: i64,
 ) -> Result<u64, tokio_postgres::Error> {
     let mut sealed = 0;
-    for row in sql::query(client, CLEAR_ROWS, &[&batch]).await? {
+    let prefix = key.sealed_prefix();
+    for row in sql::query(client, CLEAR_ROWS, &[&batch, &prefix]).await? {
         let id: WebhookEndpointId = row.get(0);
-        let current = key.seal_if_clear(id, row.get(1));
-        let previous =
-            row.get::<_, Option<String>>(2).map(|stored| key.seal_if_clear(id, &stored)).transpose();
+        let current = key.reseal(id, row.get(1));
+        let previous = row.get::<_, Option<String>>(2).map(|stored| key.reseal(id, &stored)).transpose();
         let (Ok(current), Ok(previous)) = (current, previous) else {
-            tracing::warn!(endpoint_id = %id, "webhook secret stored in clear does not parse; left as it is");
+            tracing::warn!(endpoint_id = %id, "webhook secret does not open under this keyring; left as it is");
             continue;
         };
         sealed += sql::execute(client, SEAL_ROW, &[&id, &current, &previous]).await?;

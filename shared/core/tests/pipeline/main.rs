@@ -13,3 +13,4 @@ mod model_notifications;
 mod outages;
 mod overlap;
 mod support;
+mod waiting;

@@ -138,7 +138,7 @@ impl Answer for Recovered {
     }
 }
 
-/// The key that seals secrets; without one (a Lambda without `CLINIC_WEBHOOK_KEY_FILE`) no secret
+/// The key that seals secrets; without one (a Lambda without `CLINIC_WEBHOOK_KEY_SECRET_ARN`) no secret
 /// is created, so none is ever stored in clear.
 fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::WebhookKey, ApiError> {
     state.api.webhook_key.clone().ok_or_else(|| {

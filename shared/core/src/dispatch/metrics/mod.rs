@@ -271,7 +271,12 @@ impl DispatchMetrics {
 }
 
 /// An EMF document with its `_aws` metadata and no values yet.
-fn envelope(timestamp_ms: i64, dimensions: &[&str], metrics: &[(&str, &str)]) -> Map<String, Value> {
+/// The `_aws` part of an EMF document in [`NAMESPACE`] (also used by `housekeeping::waiting`).
+pub(crate) fn envelope(
+    timestamp_ms: i64,
+    dimensions: &[&str],
+    metrics: &[(&str, &str)],
+) -> Map<String, Value> {
     let definitions: Vec<Value> =
         metrics.iter().map(|(name, unit)| json!({ "Name": name, "Unit": unit })).collect();
     let mut document = Map::new();
