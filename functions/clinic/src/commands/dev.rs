@@ -99,8 +99,10 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         Duration::from_secs(7 * 24 * 3600),
     )?;
 
-    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone()).await?;
-    let sender = crate::commands::deliveries::spawn(pool.clone()).await?;
+    // One delivery sender: the listeners' fast path and the loop that sends what it left.
+    let sender = crate::commands::deliveries::sender(pool.clone()).await?;
+    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone(), Some(sender.clone())).await?;
+    let sender = crate::commands::deliveries::spawn(sender);
 
     let state = AppState { pool, api: ApiConfig::local(&secret, crate::settings::webhook_key()?)? };
     let address = SocketAddr::new(args.host, args.port);
