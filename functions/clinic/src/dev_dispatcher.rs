@@ -169,7 +169,8 @@ pub async fn reconcile_loop(
     mut stop: watch::Receiver<bool>,
     every: Duration,
 ) {
-    use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig};
+    use clinic_core::housekeeping::reconcile::ReconcileConfig;
+    use clinic_core::housekeeping::{Job, JobReport, Reconcile};
     let config = match ReconcileConfig::from_env() {
         Ok(config) => config,
         Err(error) => {
@@ -177,9 +178,13 @@ pub async fn reconcile_loop(
             return;
         }
     };
+    // The housekeeping Lambda's `reconcile` job, with no deadline.
+    let job = Reconcile { pool, transport, config };
     while !*stop.borrow() {
-        match reconcile(&pool, transport.as_ref(), &config).await {
-            Ok(report) if report.restarted + report.stuck > 0 => tracing::warn!(?report, "custody pass"),
+        match job.run(None).await {
+            Ok(JobReport::Reconcile(report)) if report.restarted + report.stuck > 0 => {
+                tracing::warn!(?report, "custody pass")
+            }
             Ok(_) => {}
             Err(error) => tracing::warn!(error = %error, "custody pass failed"),
         }

@@ -1,7 +1,9 @@
 //! Housekeeping: scheduled jobs that keep the system's own bookkeeping in shape, beside the request
-//! path and the dispatcher. Each runs on its own schedule (the housekeeping Lambda's `reminders` and
-//! `sweep` modes, `clinic reminders run`, `clinic outbox sweep`) and reads its work in bounded
-//! batches.
+//! path and the dispatcher. Each runs on its own schedule (the housekeeping Lambda's modes, `clinic
+//! reminders run`, `clinic outbox sweep`, …) and reads its work in bounded batches.
+//!
+//! Every job implements ONE interface, [`job::Job`] (a kind, and a run bounded by a deadline that
+//! answers one [`job::JobReport`]); the housekeeping Lambda runs a job by its name.
 //!
 //! Invariants shared by every job here:
 //! - A run is safe to repeat, to overlap with another run and to stop anywhere: each unit of work is
@@ -19,7 +21,16 @@
 //!   retention, in bounded batches within a time budget (never those of an event still in custody).
 //! - [`reconcile`]: restarts (same identity) the listener starts whose receipt is overdue, up to a
 //!   bound, then marks the pair for operators (DESIGN.md §5a).
+//! - [`senders`]: the notification and webhook senders' scheduled runs (`deliver`, `webhooks`).
 
+pub mod job;
 pub mod reconcile;
 pub mod reminders;
 pub mod retention;
+pub mod senders;
+
+pub use job::{Job, JobError, JobKind, JobReport, Jobs};
+pub use reconcile::Reconcile;
+pub use reminders::Reminders;
+pub use retention::Sweep;
+pub use senders::{Deliver, WebhookRetries};
