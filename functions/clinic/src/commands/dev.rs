@@ -20,8 +20,7 @@ use anyhow::Context;
 use clinic_core::context::Ctx;
 use clinic_core::db::{connect_pool, url_with_role};
 use clinic_core::domain::values::{Name, Specialty};
-use clinic_core::events::{Actor, Cause};
-use clinic_core::ids::{CorrelationId, MemberId, RequestId, WorkspaceId};
+use clinic_core::ids::{MemberId, WorkspaceId};
 use clinic_core::practitioners::{self, NewPractitioner};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_core::workspaces;
@@ -138,15 +137,7 @@ async fn seed(pool: &deadpool_postgres::Pool) -> anyhow::Result<(WorkspaceId, Me
     let tx = conn.transaction().await?;
     workspaces::insert_workspace(&tx, workspace_id, "Demo Clinic").await?;
     workspaces::insert_member(&tx, admin_id, workspace_id, "admin", "Demo Admin").await?;
-    let ctx = Ctx {
-        workspace_id,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-            idempotency_key: None,
-        },
-    };
+    let ctx = Ctx::system(workspace_id);
     for (name, specialty) in [("Dr. Ada Demo", "General practice"), ("Dr. Grace Demo", "Dermatology")] {
         let command = NewPractitioner::new(
             Name::parse("displayName", name.into())?,

@@ -30,8 +30,10 @@ mod workflows;
 pub use host::{Deadline, ListenerHost, RunFailure};
 pub use map::{is_routed, listeners, routed, Listener};
 pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
+pub use workflows::deliver;
+#[cfg(any(test, feature = "testing"))]
+pub use workflows::run;
 pub(crate) use workflows::stale_at_send;
-pub use workflows::{deliver, run, run_with};
 
 /// What a listener run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

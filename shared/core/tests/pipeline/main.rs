@@ -12,4 +12,5 @@ mod model;
 mod model_notifications;
 mod outages;
 mod overlap;
+mod sql_pipeline;
 mod support;
