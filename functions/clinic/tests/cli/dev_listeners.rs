@@ -1,7 +1,8 @@
 //! `clinic dev` runs listeners as the listener Lambda does: the built binary, on a test database,
 //! with its delivery loop slowed to one step a minute, sends a booking's notification right after
 //! the listener's commit (the notification fast path of the one listener host), not at the loop's
-//! next step.
+//! next step — with the local transport, and with the SQS transport and its local consumers
+//! (against the SQS emulator, when `CLINIC_TEST_SQS_ENDPOINT` names one).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -24,8 +25,8 @@ impl Drop for Dev {
     }
 }
 
-/// Starts `clinic dev` on `app`'s database and waits until it says it is running.
-fn start_dev(app: &TestApp, data_dir: &std::path::Path) -> Dev {
+/// Starts `clinic dev` on `app`'s database with `env` and waits until it says it is running.
+fn start_dev(app: &TestApp, data_dir: &std::path::Path, env: &[(&str, &str)]) -> Dev {
     let port = clinic_testkit::free_port().expect("a free port");
     let mut child = Command::new(env!("CARGO_BIN_EXE_clinic"))
         .arg("dev")
@@ -38,6 +39,7 @@ fn start_dev(app: &TestApp, data_dir: &std::path::Path) -> Dev {
         // The loop's first step runs at start-up; its next one only after a minute.
         .env("CLINIC_DELIVERY_POLL_MS", "60000")
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -58,6 +60,26 @@ fn start_dev(app: &TestApp, data_dir: &std::path::Path) -> Dev {
 
 #[tokio::test]
 async fn clinic_dev_sends_a_notification_right_after_the_listener_commits() {
+    booking_is_sent_right_after_the_commit(&[]).await;
+}
+
+#[tokio::test]
+async fn clinic_dev_on_sqs_sends_a_notification_right_after_the_listener_commits() {
+    let Ok(endpoint) = std::env::var("CLINIC_TEST_SQS_ENDPOINT") else {
+        eprintln!("skipped: CLINIC_TEST_SQS_ENDPOINT is not set");
+        return;
+    };
+    let env = [
+        ("CLINIC_TRANSPORT", "sqs"),
+        ("CLINIC_SQS_ENDPOINT", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    booking_is_sent_right_after_the_commit(&env).await;
+}
+
+async fn booking_is_sent_right_after_the_commit(env: &[(&str, &str)]) {
     let app = TestApp::new().await;
     let data_dir = std::env::temp_dir().join(format!("clinic-dev-listeners-{}", ulid::Ulid::generate()));
     let staff = app.workspace.staff.clone();
@@ -68,7 +90,7 @@ async fn clinic_dev_sends_a_notification_right_after_the_listener_commits() {
         )
         .await;
     let practitioner = app.create_practitioner(&staff).await;
-    let dev = start_dev(&app, &data_dir);
+    let dev = start_dev(&app, &data_dir, env);
 
     // Booked after start-up, so only the fast path can send it within the bound.
     app.book(&staff, &patient, &practitioner, "2031-03-04T09:00:00Z", "2031-03-04T09:30:00Z").await;
