@@ -5,9 +5,15 @@
 //! Beside the loop, the custody reconciler runs every 30 s (restarting starts whose receipt is
 //! overdue; see `clinic_core::housekeeping::reconcile`).
 //!
+//! Listeners run through the one listener host of the listener Lambda
+//! (`clinic_core::listeners::ListenerHost`) with `clinic dev`'s senders: after each commit, the
+//! notification fast path (the delivery sender `clinic dev` uses) and a fan-out's first webhook
+//! attempts, awaited, exactly as in Lambda. The delivery and webhook loops beside it only pick up
+//! what that step left (retries, rows it had no time for).
+//!
 //! Transport (`CLINIC_TRANSPORT`):
 //! - `local` (default): listeners run in this process; a row is marked dispatched only after each
-//!   listener committed its receipt.
+//!   listener committed its receipt (and its after-commit step ran).
 //! - `sqs`: starts go to one SQS queue per listener (`CLINIC_SQS_QUEUE_URL_<LISTENER>`, or — with
 //!   `CLINIC_SQS_ENDPOINT` set and no queue URLs — queues `clinic-dev-<listener>` created on that
 //!   endpoint), and a consumer per queue feeds received batches to the listener Lambda's own handler,
@@ -18,7 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clinic_core::delivery::Sender;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
+use clinic_core::listeners::{Deadline, ListenerHost};
 use clinic_core::webhooks::{WebhookConfig, WebhookSender};
 use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
 use deadpool_postgres::Pool;
@@ -46,18 +54,24 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 }
 
 /// Starts the dispatcher loop on `pool`, listening on `url`, with the transport `CLINIC_TRANSPORT`
-/// names.
-pub async fn spawn(url: &str, pool: Pool) -> anyhow::Result<DispatcherHandle> {
+/// names; `sender` sends each committed notification right after its listener's commit.
+pub async fn spawn(url: &str, pool: Pool, sender: Option<Sender>) -> anyhow::Result<DispatcherHandle> {
     let transport = clinic_core::config::var("CLINIC_TRANSPORT").unwrap_or_else(|| "local".into());
-    spawn_with(url, pool, &transport).await
+    spawn_with(url, pool, &transport, sender).await
 }
 
-/// Starts the dispatcher loop with the in-process transport, whatever the environment says.
+/// Starts the dispatcher loop with the in-process transport, whatever the environment says, and no
+/// notification fast path (the latency bench's server: it sends no notifications at all).
 pub async fn spawn_local(url: &str, pool: Pool) -> anyhow::Result<DispatcherHandle> {
-    spawn_with(url, pool, "local").await
+    spawn_with(url, pool, "local", None).await
 }
 
-async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<DispatcherHandle> {
+async fn spawn_with(
+    url: &str,
+    pool: Pool,
+    transport: &str,
+    sender: Option<Sender>,
+) -> anyhow::Result<DispatcherHandle> {
     let config = DispatchConfig::from_env()?;
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
@@ -73,16 +87,20 @@ async fn spawn_with(url: &str, pool: Pool, transport: &str) -> anyhow::Result<Di
     let retries = webhooks.clone();
     let retries_stop = stop_rx.clone();
     tasks.push(tokio::spawn(async move { retries.run(retries_stop, Duration::from_secs(1)).await }));
+    // The one listener host: its deadline is set per transport below.
+    let mut host =
+        ListenerHost::new(pool.clone(), Deadline::PerRun(local_run_timeout()?)).with_webhooks(webhooks);
+    if let Some(sender) = sender {
+        host = host.with_sender(sender);
+    }
     let transport: Arc<dyn Transport> = match transport {
-        "local" => Arc::new(
-            LocalTransport::new(pool.clone())
-                .with_run_timeout(local_run_timeout()?)
-                .with_webhooks(webhooks.clone()),
-        ),
+        // As many runs as the pool has connections, minus one for the dispatcher's own marks.
+        "local" => Arc::new(LocalTransport::from_host(
+            host.with_concurrency(pool.status().max_size.saturating_sub(1)),
+        )),
         "sqs" => {
             let (transport, queues, client) = sqs_transport().await?;
-            let state =
-                Arc::new(clinic_listener::State::from_env(pool.clone())?.with_webhooks(webhooks.clone()));
+            let state = Arc::new(clinic_listener::State::from_env_with(host)?);
             for url in queues {
                 let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
                 tasks.push(tokio::spawn(consumer));
@@ -127,8 +145,8 @@ fn start_loop(
     Ok(DispatcherHandle { stop, tasks })
 }
 
-/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS` (default 10000, 100–600000): the bound of one in-process
-/// listener run.
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS` (default 25000, 100–600000): the bound of one in-process
+/// listener run, its after-commit step included.
 fn local_run_timeout() -> anyhow::Result<Duration> {
     let default = LocalTransport::DEFAULT_RUN_TIMEOUT.as_millis() as u64;
     Ok(Duration::from_millis(clinic_core::config::bounded(
@@ -151,7 +169,8 @@ pub async fn reconcile_loop(
     mut stop: watch::Receiver<bool>,
     every: Duration,
 ) {
-    use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig};
+    use clinic_core::housekeeping::reconcile::ReconcileConfig;
+    use clinic_core::housekeeping::{Job, JobReport, Reconcile};
     let config = match ReconcileConfig::from_env() {
         Ok(config) => config,
         Err(error) => {
@@ -159,9 +178,13 @@ pub async fn reconcile_loop(
             return;
         }
     };
+    // The housekeeping Lambda's `reconcile` job, with no deadline.
+    let job = Reconcile { pool, transport, config };
     while !*stop.borrow() {
-        match reconcile(&pool, transport.as_ref(), &config).await {
-            Ok(report) if report.restarted + report.stuck > 0 => tracing::warn!(?report, "custody pass"),
+        match job.run(None).await {
+            Ok(JobReport::Reconcile(report)) if report.restarted + report.stuck > 0 => {
+                tracing::warn!(?report, "custody pass")
+            }
             Ok(_) => {}
             Err(error) => tracing::warn!(error = %error, "custody pass failed"),
         }

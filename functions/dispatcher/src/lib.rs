@@ -1,31 +1,37 @@
-//! The dispatcher Lambda: on each scheduled tick, drain the outbox for a window (or one pass).
+//! The dispatcher Lambda: on each scheduled tick, drain the outbox for a window (or one pass), or run
+//! one housekeeping job.
 //!
 //! Invariants:
-//! - The dispatcher (pool, SQS client, `LISTEN` connection) is built once per container; an
-//!   invocation only drains. It returns before the window ends, and the window is also clamped to
-//!   the invocation's own deadline minus [`DEADLINE_MARGIN`].
-//! - Mode: the event's `detail.mode` wins over `CLINIC_DISPATCH_MODE` (default `drain`). `once`
-//!   claims and dispatches until nothing is due, then returns. The housekeeping modes run the same
-//!   binary on their own schedules (see template.yaml, `HousekeepingFunction`): `reminders` emits
-//!   `appointment.reminder_due` for appointments starting within the lead time (exactly once per
-//!   appointment and start time), and `sweep` deletes finished outbox rows, starts and receipts past
-//!   the retention. Neither starts listeners: the running dispatcher picks up new events. `deliver`
-//!   sends the notifications the listeners' fast path left behind (leftovers, retries whose backoff
-//!   ended, and `uncertain` rows under the resend policy; see docs/delivery.md).
-//!   `reconcile` runs one custody pass: it restarts listener starts whose receipt is overdue and
-//!   hands the ones that stay unsettled to operators (see `clinic_core::housekeeping::reconcile`).
-//!   Every `drain` invocation runs one such pass first, through the same SQS transport, so the
-//!   dispatcher's own one-minute schedule carries it; and after draining it emits the gauge of rows
+//! - The dispatcher (pool, SQS client, `LISTEN` connection) and the housekeeping jobs are built once
+//!   per container; an invocation only runs. It returns before the window ends, and the window is
+//!   also clamped to the invocation's own deadline minus [`DEADLINE_MARGIN`].
+//! - [`Mode`]: drain, once, or a job; the event's `detail.mode` wins over `CLINIC_DISPATCH_MODE`
+//!   (default `drain`). `once` claims and dispatches until nothing is due, then returns. The jobs
+//!   (`clinic_core::housekeeping::Job`: one interface, one report) run the same binary on their own
+//!   schedules (see template.yaml, `HousekeepingFunction`), each done [`DEADLINE_MARGIN`] before the
+//!   invocation's deadline: `reminders` emits `appointment.reminder_due` for appointments starting
+//!   within the lead time (exactly once per appointment and start time), and `sweep` deletes
+//!   finished outbox rows, starts and receipts past the retention. Neither starts listeners: the
+//!   running dispatcher picks up new events. `deliver` sends the notifications the listeners' fast
+//!   path left behind (leftovers, retries whose backoff ended, and `uncertain` rows under the resend
+//!   policy; see docs/delivery.md). `reconcile` runs one custody pass: it restarts listener starts
+//!   whose receipt is overdue and hands the ones that stay unsettled to operators (see
+//!   `clinic_core::housekeeping::reconcile`). Every `drain` invocation runs that job first, through
+//!   the same SQS transport, so the dispatcher's own one-minute schedule carries it. `webhooks` sends
+//!   due webhook deliveries. After draining, every `drain` invocation also emits the gauge of rows
 //!   waiting for an operator (`clinic_core::housekeeping::waiting`), which the alarms read.
+//! - The answer is one [`Answer`]: the mode, the drain's counts, and the job's [`JobReport`].
 
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::config::ConfigError;
 use clinic_core::dispatch::{Dispatcher, DrainReport};
-use clinic_core::housekeeping::reconcile::{reconcile, ReconcileConfig, ReconcileReport};
-use clinic_core::housekeeping::reminders::{ReminderConfig, ReminderReport};
-use clinic_core::housekeeping::retention::{RetentionConfig, SweepReport};
+use clinic_core::housekeeping::reconcile::ReconcileConfig;
+use clinic_core::housekeeping::reminders::ReminderConfig;
+use clinic_core::housekeeping::retention::RetentionConfig;
+use clinic_core::housekeeping::{self, JobKind, JobReport, Jobs};
 use lambda_runtime::{Error, LambdaEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -33,51 +39,72 @@ use serde_json::Value;
 /// Time kept free between the end of draining and the function's timeout.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
 
-/// Steps of one `deliver` invocation (each claims up to `CLINIC_DELIVERY_BATCH` rows).
+/// Batches of one `deliver` or `webhooks` run (each claims up to the sender's batch of rows).
 pub const DELIVER_MAX_STEPS: usize = 50;
 
-/// How one invocation dispatches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// How one invocation dispatches: drain, once, or one housekeeping job. Named by one string (the
+/// event's `detail.mode`, `CLINIC_DISPATCH_MODE`, the answer's `mode`): `drain`, `once`, or a job's
+/// name ([`JobKind::as_str`]: `reminders`, `sweep`, `deliver`, `reconcile`, `webhooks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Keep draining (waking on LISTEN, polling) until the window ends.
+    /// Keep draining (waking on LISTEN, polling) until the window ends; one custody pass first.
     Drain,
     /// Dispatch until nothing is due, then return.
     Once,
-    /// Emit the reminders that have come due.
-    Reminders,
-    /// Delete finished outbox rows, starts and receipts past the retention.
-    Sweep,
-    /// Send due notifications (leftovers and retries) through the configured providers.
-    Deliver,
-    /// Restart listener starts whose receipt is overdue (custody), through this function's transport.
-    Reconcile,
-    /// Disable endpoints failing for days, then send due webhook deliveries (retries, leftovers and
-    /// held ones of re-enabled endpoints) until the invocation's deadline is too close for another
-    /// attempt. Its own function and schedule in template.yaml (`WebhookSenderFunction`).
-    Webhooks,
+    /// Run one housekeeping job within the invocation's deadline:
+    /// - `reminders`: emit the reminders that have come due;
+    /// - `sweep`: delete finished outbox rows, starts and receipts past the retention;
+    /// - `deliver`: send due notifications (leftovers and retries) through the configured providers;
+    /// - `reconcile`: restart listener starts whose receipt is overdue (custody), through this
+    ///   function's transport;
+    /// - `webhooks`: disable endpoints failing for days, then send due webhook deliveries (retries,
+    ///   leftovers and held ones of re-enabled endpoints) until the deadline is too close for another
+    ///   attempt. Its own function and schedule in template.yaml (`WebhookSenderFunction`).
+    Job(JobKind),
 }
 
 impl Mode {
-    /// `CLINIC_DISPATCH_MODE`: `drain` (default), `once`, `reminders`, `sweep`, `deliver`,
-    /// `reconcile` or `webhooks` (see [`Mode`]); an event's `detail.mode` overrides it per invocation.
-    pub fn from_env() -> Result<Mode, ConfigError> {
-        match clinic_core::config::var("CLINIC_DISPATCH_MODE").as_deref() {
-            None | Some("drain") => Ok(Mode::Drain),
-            Some("once") => Ok(Mode::Once),
-            Some("reminders") => Ok(Mode::Reminders),
-            Some("sweep") => Ok(Mode::Sweep),
-            Some("deliver") => Ok(Mode::Deliver),
-            Some("reconcile") => Ok(Mode::Reconcile),
-            Some("webhooks") => Ok(Mode::Webhooks),
-            Some(other) => Err(ConfigError::Invalid {
-                name: "CLINIC_DISPATCH_MODE",
-                value: other.to_owned(),
-                message:
-                    "expected `drain`, `once`, `reminders`, `sweep`, `deliver`, `reconcile` or `webhooks`"
-                        .into(),
-            }),
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mode::Drain => "drain",
+            Mode::Once => "once",
+            Mode::Job(kind) => kind.as_str(),
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Mode> {
+        match name {
+            "drain" => Some(Mode::Drain),
+            "once" => Some(Mode::Once),
+            other => JobKind::parse(other).map(Mode::Job),
+        }
+    }
+
+    /// `CLINIC_DISPATCH_MODE` (default `drain`; see [`Mode`]); an event's `detail.mode` overrides it
+    /// per invocation.
+    pub fn from_env() -> Result<Mode, ConfigError> {
+        let Some(name) = clinic_core::config::var("CLINIC_DISPATCH_MODE") else { return Ok(Mode::Drain) };
+        Mode::parse(&name).ok_or_else(|| ConfigError::Invalid {
+            name: "CLINIC_DISPATCH_MODE",
+            value: name.clone(),
+            message: format!(
+                "expected `drain`, `once` or a job: {}",
+                JobKind::ALL.iter().map(|kind| format!("`{kind}`")).collect::<Vec<_>>().join(", ")
+            ),
+        })
+    }
+}
+
+impl Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        Mode::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown mode {name:?}")))
     }
 }
 
@@ -87,19 +114,28 @@ pub struct State {
     pub dispatcher: Dispatcher,
     pub window: Duration,
     pub mode: Mode,
-    pub housekeeping: Housekeeping,
+    /// The housekeeping jobs this function can run (`deliver` and `webhooks` only with their senders).
+    pub jobs: Jobs,
 }
 
-/// Settings of the scheduled housekeeping modes.
+impl State {
+    /// The jobs are built here, once, on the dispatcher's pool and transport.
+    pub fn new(dispatcher: Dispatcher, window: Duration, mode: Mode, housekeeping: Housekeeping) -> Self {
+        let jobs = housekeeping.jobs(&dispatcher);
+        Self { dispatcher, window, mode, jobs }
+    }
+}
+
+/// Settings of the housekeeping jobs.
 #[derive(Debug, Clone, Default)]
 pub struct Housekeeping {
     pub reminders: ReminderConfig,
     pub retention: RetentionConfig,
-    /// The `deliver` mode's sender (`None`: that mode sends nothing).
+    /// The `deliver` job's sender (`None`: this function has no such job).
     pub delivery: Option<clinic_core::delivery::Sender>,
     pub reconcile: ReconcileConfig,
-    /// The `webhooks` mode's sender (`None`: that mode sends nothing).
-    pub webhooks: Option<std::sync::Arc<clinic_core::webhooks::WebhookSender>>,
+    /// The `webhooks` job's sender (`None`: this function has no such job).
+    pub webhooks: Option<Arc<clinic_core::webhooks::WebhookSender>>,
 }
 
 impl Housekeeping {
@@ -113,9 +149,30 @@ impl Housekeeping {
             webhooks: None,
         })
     }
+
+    /// The jobs, on `dispatcher`'s pool (and, for custody, its transport).
+    pub fn jobs(self, dispatcher: &Dispatcher) -> Jobs {
+        let pool = dispatcher.pool().clone();
+        let mut jobs = Jobs::default()
+            .with(housekeeping::Reminders { pool: pool.clone(), config: self.reminders })
+            .with(housekeeping::Sweep { pool: pool.clone(), config: self.retention })
+            .with(housekeeping::Reconcile {
+                pool,
+                transport: dispatcher.transport().clone(),
+                config: self.reconcile,
+            });
+        if let Some(sender) = self.delivery {
+            jobs = jobs.with(housekeeping::Deliver { sender, max_steps: DELIVER_MAX_STEPS });
+        }
+        if let Some(sender) = self.webhooks {
+            jobs = jobs.with(housekeeping::WebhookRetries { sender, max_steps: DELIVER_MAX_STEPS });
+        }
+        jobs
+    }
 }
 
-/// What the invocation answers (also logged).
+/// What the invocation answers (also logged): the mode, the drain's counts (zero for a job), and the
+/// job's report (a job mode's, or the custody pass a drain runs first).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Answer {
@@ -123,14 +180,7 @@ pub struct Answer {
     #[serde(flatten)]
     pub report: DrainReport,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reminders: Option<ReminderReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub swept: Option<SweepReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delivered: Option<clinic_core::delivery::SendReport>,
-    pub reconciled: Option<ReconcileReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub webhooks: Option<clinic_core::webhooks::WebhookReport>,
+    pub job: Option<JobReport>,
     /// `drain`: the rows waiting for an operator per queue (the `WaitingForOperator` gauge).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waiting: Option<clinic_core::housekeeping::waiting::Waiting>,
@@ -153,27 +203,22 @@ fn window_for(configured: Duration, deadline_ms: u64) -> Duration {
 /// Handles one scheduled tick.
 pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) -> Result<Answer, Error> {
     let mode = requested_mode(&event.payload.detail).unwrap_or(state.mode);
-    let mut answer = Answer {
-        mode,
-        report: DrainReport::default(),
-        reminders: None,
-        swept: None,
-        delivered: None,
-        reconciled: None,
-        webhooks: None,
-        waiting: None,
-    };
+    // A job is done [`DEADLINE_MARGIN`] before the invocation's deadline (none when it is unknown).
+    let deadline = (event.context.deadline != 0)
+        .then(|| Instant::now() + window_for(Duration::MAX, event.context.deadline));
+    let mut answer = Answer { mode, report: DrainReport::default(), job: None, waiting: None };
     let pool = state.dispatcher.pool();
     match mode {
         Mode::Drain => {
             // One custody pass per scheduled drain (the function's reserved slots are taken by the
             // overlapping drains almost all the time, so a separate schedule would mostly be throttled). A failed pass
             // is logged and the drain goes on.
-            let transport = state.dispatcher.transport();
-            match reconcile(pool, transport.as_ref(), &state.housekeeping.reconcile).await {
-                Ok(report) => answer.reconciled = Some(report),
-                Err(error) => {
-                    tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
+            if let Some(custody) = state.jobs.get(JobKind::Reconcile) {
+                match custody.run(deadline).await {
+                    Ok(report) => answer.job = Some(report),
+                    Err(error) => {
+                        tracing::warn!(error = %error, "custody reconcile pass failed; draining anyway")
+                    }
                 }
             }
             answer.report = state.dispatcher.drain(window_for(state.window, event.context.deadline)).await;
@@ -188,39 +233,16 @@ pub async fn handle(state: &State, event: LambdaEvent<EventBridgeEvent<Value>>) 
             }
         }
         Mode::Once => answer.report = state.dispatcher.drain_once().await?,
-        Mode::Reminders => {
-            let lead = state.housekeeping.reminders.lead;
-            answer.reminders =
-                Some(clinic_core::housekeeping::reminders::run(pool, lead, chrono::Utc::now()).await?);
-        }
-        Mode::Sweep => {
-            let retention = &state.housekeeping.retention;
-            answer.swept =
-                Some(clinic_core::housekeeping::retention::sweep(pool, retention, chrono::Utc::now()).await?);
-        }
-        Mode::Deliver => {
-            if let Some(sender) = &state.housekeeping.delivery {
-                answer.delivered = Some(sender.send_due(DELIVER_MAX_STEPS).await?);
+        Mode::Job(kind) => match state.jobs.get(kind) {
+            Some(job) => answer.job = Some(job.run(deadline).await?),
+            None => {
+                tracing::warn!(job = kind.as_str(), "this function has no such job configured; nothing ran")
             }
-        }
-        Mode::Webhooks => {
-            if let Some(sender) = &state.housekeeping.webhooks {
-                // Bounded by the invocation's deadline (minus the margin): a receiver that never
-                // answers cannot keep the run past it; the automatic disable runs first.
-                let deadline = (event.context.deadline != 0)
-                    .then(|| Instant::now() + window_for(Duration::MAX, event.context.deadline));
-                answer.webhooks = Some(sender.send_due_until(DELIVER_MAX_STEPS, deadline).await?);
-            }
-        }
-        Mode::Reconcile => {
-            let config = &state.housekeeping.reconcile;
-            let transport = state.dispatcher.transport();
-            answer.reconciled = Some(reconcile(pool, transport.as_ref(), config).await?);
-        }
+        },
     }
     let report = answer.report;
     tracing::info!(
-        mode = ?answer.mode,
+        mode = answer.mode.as_str(),
         steps = report.steps,
         dispatched = report.totals.dispatched,
         retried = report.totals.retried,
@@ -240,13 +262,24 @@ mod tests {
     fn detail_mode_is_read_when_valid() {
         assert_eq!(requested_mode(&serde_json::json!({"mode": "once"})), Some(Mode::Once));
         assert_eq!(requested_mode(&serde_json::json!({"mode": "drain"})), Some(Mode::Drain));
-        assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), Some(Mode::Reminders));
-        assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), Some(Mode::Sweep));
-        assert_eq!(requested_mode(&serde_json::json!({"mode": "deliver"})), Some(Mode::Deliver));
-        assert_eq!(requested_mode(&serde_json::json!({"mode": "reconcile"})), Some(Mode::Reconcile));
-        assert_eq!(requested_mode(&serde_json::json!({"mode": "webhooks"})), Some(Mode::Webhooks));
+        let job = |kind| Some(Mode::Job(kind));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "reminders"})), job(JobKind::Reminders));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "sweep"})), job(JobKind::Sweep));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "deliver"})), job(JobKind::Deliver));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "reconcile"})), job(JobKind::Reconcile));
+        assert_eq!(requested_mode(&serde_json::json!({"mode": "webhooks"})), job(JobKind::Webhooks));
         assert_eq!(requested_mode(&serde_json::json!({})), None);
         assert_eq!(requested_mode(&serde_json::json!({"mode": "sideways"})), None);
+    }
+
+    #[test]
+    fn every_mode_round_trips_by_its_name() {
+        let modes =
+            [Mode::Drain, Mode::Once].into_iter().chain(JobKind::ALL.iter().map(|kind| Mode::Job(*kind)));
+        for mode in modes {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.as_str());
+            assert_eq!(serde_json::from_value::<Mode>(serde_json::json!(mode.as_str())).unwrap(), mode);
+        }
     }
 
     #[test]

@@ -52,7 +52,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
         }
         None => tracing::warn!("CLINIC_WEBHOOK_KEY_SECRET_ARN is not set: the webhooks mode sends nothing"),
     }
-    let state = Arc::new(State { dispatcher, window: config.window, mode: Mode::from_env()?, housekeeping });
+    let state = Arc::new(State::new(dispatcher, config.window, Mode::from_env()?, housekeeping));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
         async move { handle(&state, event).await }

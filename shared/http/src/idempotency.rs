@@ -108,15 +108,20 @@ pub async fn claim(
     key: &IdempotencyKey,
     fingerprint: &Fingerprint,
 ) -> Result<Claimed, ApiError> {
-    // One round trip (`sql::prepare_group`): the lock, then the lookup, which PostgreSQL runs only
-    // once the lock is granted. READ COMMITTED: the lookup's snapshot is taken after that, so it sees
-    // the answer of the transaction that held the lock before.
-    sql::prepare_group(tx, &[LOCK, FIND]).await?;
-    let (_, found) = futures::future::try_join(
-        sql::execute(tx, LOCK, &[&workspace_id, &key.0]),
-        sql::query_opt(tx, FIND, &[&workspace_id, &key.0]),
+    // One round trip (`sql::pipeline`): the lock, then the lookup, which PostgreSQL runs only once
+    // the lock is granted. READ COMMITTED: the lookup's snapshot is taken after that, so it sees the
+    // answer of the transaction that held the lock before.
+    let (locked, found) = sql::pipeline(
+        tx,
+        &[LOCK, FIND],
+        (
+            sql::execute(tx, LOCK, &[&workspace_id, &key.0]),
+            sql::query_opt(tx, FIND, &[&workspace_id, &key.0]),
+        ),
     )
     .await?;
+    locked?;
+    let found = found?;
     let Some(row) = found else {
         return Ok(Claimed::StartProcessing);
     };

@@ -5,24 +5,16 @@ use chrono::Utc;
 use clinic_core::appointments::{self, NewAppointment};
 use clinic_core::context::Ctx;
 use clinic_core::domain::values::TimeSlot;
-use clinic_core::events::{Actor, Cause, Envelope};
-use clinic_core::ids::{CorrelationId, RequestId, WorkspaceId};
+use clinic_core::events::Envelope;
+use clinic_core::ids::WorkspaceId;
 use clinic_core::{patients, practitioners, workspaces};
 use serde_json::json;
 
 use crate::TestDb;
 
-/// A use-case context for `workspace` with the system actor and fresh causal ids.
+/// A use-case context for `workspace` with the system actor and fresh causal ids ([`Ctx::system`]).
 pub fn system_ctx(workspace_id: WorkspaceId) -> Ctx {
-    Ctx {
-        workspace_id,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-            idempotency_key: None,
-        },
-    }
+    Ctx::system(workspace_id)
 }
 
 /// The personal text `booked_appointments` stores: a patient's names and a practitioner's display

@@ -143,13 +143,13 @@ pub struct Running {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// Starts the sender loop on `pool`; prints where messages go.
-pub async fn spawn(pool: Pool) -> anyhow::Result<Running> {
-    let sender = sender(pool).await?;
+/// Starts the sender loop (retries, and what the listeners' fast path left); prints where messages
+/// go.
+pub fn spawn(sender: Sender) -> Running {
     println!("  messages:   {:?} under {}", sender.config().notifiers, sender.config().file_dir.display());
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(async move { sender.run(stopped).await });
-    Ok(Running { stop, task })
+    Running { stop, task }
 }
 
 impl Running {

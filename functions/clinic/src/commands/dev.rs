@@ -20,8 +20,7 @@ use anyhow::Context;
 use clinic_core::context::Ctx;
 use clinic_core::db::{connect_pool, url_with_role};
 use clinic_core::domain::values::{Name, Specialty};
-use clinic_core::events::{Actor, Cause};
-use clinic_core::ids::{CorrelationId, MemberId, RequestId, WorkspaceId};
+use clinic_core::ids::{MemberId, WorkspaceId};
 use clinic_core::practitioners::{self, NewPractitioner};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_core::workspaces;
@@ -99,8 +98,10 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         Duration::from_secs(7 * 24 * 3600),
     )?;
 
-    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone()).await?;
-    let sender = crate::commands::deliveries::spawn(pool.clone()).await?;
+    // One delivery sender: the listeners' fast path and the loop that sends what it left.
+    let sender = crate::commands::deliveries::sender(pool.clone()).await?;
+    let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone(), Some(sender.clone())).await?;
+    let sender = crate::commands::deliveries::spawn(sender);
 
     let state = AppState { pool, api: ApiConfig::local(&secret, crate::settings::webhook_key()?)? };
     let address = SocketAddr::new(args.host, args.port);
@@ -136,15 +137,7 @@ async fn seed(pool: &deadpool_postgres::Pool) -> anyhow::Result<(WorkspaceId, Me
     let tx = conn.transaction().await?;
     workspaces::insert_workspace(&tx, workspace_id, "Demo Clinic").await?;
     workspaces::insert_member(&tx, admin_id, workspace_id, "admin", "Demo Admin").await?;
-    let ctx = Ctx {
-        workspace_id,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-            idempotency_key: None,
-        },
-    };
+    let ctx = Ctx::system(workspace_id);
     for (name, specialty) in [("Dr. Ada Demo", "General practice"), ("Dr. Grace Demo", "Dermatology")] {
         let command = NewPractitioner::new(
             Name::parse("displayName", name.into())?,

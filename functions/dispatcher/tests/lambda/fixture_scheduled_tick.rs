@@ -13,7 +13,7 @@ use clinic_core::dispatch::{DispatchConfig, Dispatcher};
 use clinic_core::events::EventType;
 use clinic_core::ids::EventId;
 use clinic_core::listeners::{listeners, Listener};
-use clinic_dispatcher::{handle, Mode, State};
+use clinic_dispatcher::{handle, Housekeeping, Mode, State};
 use clinic_sqs::queues::create_queues;
 use clinic_sqs::testing::Emulator;
 use clinic_sqs::SqsTransport;
@@ -66,12 +66,7 @@ async fn a_scheduled_tick_sends_each_listener_its_cloud_event_over_sqs() {
         DispatchConfig { poll_interval: Duration::from_millis(50), ..DispatchConfig::default() },
     )
     .with_listen(url, None);
-    let state = State {
-        dispatcher,
-        window: Duration::from_secs(1),
-        mode: Mode::Drain,
-        housekeeping: Default::default(),
-    };
+    let state = State::new(dispatcher, Duration::from_secs(1), Mode::Drain, Housekeeping::default());
 
     let answer = handle(&state, tick()).await.expect("the tick is answered");
     assert_eq!(answer.mode, Mode::Drain);

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
-use clinic_dispatcher::{handle, Mode, State};
+use clinic_core::housekeeping::{JobKind, JobReport};
+use clinic_dispatcher::{handle, Housekeeping, Mode, State};
 use clinic_testkit::TestDb;
 use lambda_runtime::{Context, LambdaEvent};
 use serde_json::{json, Value};
@@ -39,7 +40,7 @@ fn state(db: &TestDb, window: Duration, mode: Mode) -> State {
         DispatchConfig { poll_interval: Duration::from_millis(50), ..DispatchConfig::default() },
     )
     .with_listen(db.url.clone(), None);
-    State { dispatcher, window, mode, housekeeping: Default::default() }
+    State::new(dispatcher, window, mode, Housekeeping::default())
 }
 
 async fn notifications(db: &TestDb) -> i64 {
@@ -90,10 +91,12 @@ async fn the_reminders_mode_emits_each_reminder_once_and_the_sweep_mode_runs() {
     let db = booked().await;
     let state = state(&db, Duration::from_secs(1), Mode::Drain);
     let first = handle(&state, scheduled_event(json!({"mode": "reminders"}))).await.unwrap();
-    assert_eq!(first.mode, Mode::Reminders);
-    assert_eq!(first.reminders.unwrap().emitted, 1, "the appointment starts within the 24 h lead");
+    assert_eq!(first.mode, Mode::Job(JobKind::Reminders));
+    let Some(JobReport::Reminders(report)) = first.job else { panic!("a reminders report: {first:?}") };
+    assert_eq!(report.emitted, 1, "the appointment starts within the 24 h lead");
     let again = handle(&state, scheduled_event(json!({"mode": "reminders"}))).await.unwrap();
-    assert_eq!(again.reminders.unwrap().emitted, 0, "a repeated run emits nothing new");
+    let Some(JobReport::Reminders(report)) = again.job else { panic!("a reminders report: {again:?}") };
+    assert_eq!(report.emitted, 0, "a repeated run emits nothing new");
     let reminders: i64 = db
         .client()
         .await
@@ -105,7 +108,44 @@ async fn the_reminders_mode_emits_each_reminder_once_and_the_sweep_mode_runs() {
 
     handle(&state, scheduled_event(json!({"mode": "once"}))).await.unwrap();
     let swept = handle(&state, scheduled_event(json!({"mode": "sweep"}))).await.unwrap();
-    let report = swept.swept.unwrap();
+    let Some(JobReport::Sweep(report)) = swept.job else { panic!("a sweep report: {swept:?}") };
     assert!(report.complete);
     assert_eq!(report.outbox_rows, 0, "nothing is older than the retention yet");
+}
+
+/// Every job goes through the one interface and is bounded by the invocation's deadline: with less
+/// time left than the margin, none starts work, and each report says it stopped early.
+#[tokio::test]
+async fn a_job_with_no_time_left_before_its_deadline_starts_no_work() {
+    let db = booked().await;
+    let state = state(&db, Duration::from_secs(1), Mode::Drain);
+    let mut event = scheduled_event(json!({"mode": "reminders"}));
+    let soon = std::time::SystemTime::now() + Duration::from_secs(1);
+    event.context.deadline = soon.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+    for mode in ["reminders", "sweep", "reconcile"] {
+        event.payload.detail = json!({ "mode": mode });
+        let answer = handle(&state, event.clone()).await.unwrap();
+        assert_eq!(answer.mode.as_str(), mode);
+        match answer.job {
+            Some(JobReport::Reminders(report)) => {
+                assert!(report.stopped_at_deadline && report.emitted == 0, "{report:?}")
+            }
+            Some(JobReport::Sweep(report)) => assert!(!report.complete, "{report:?}"),
+            Some(JobReport::Reconcile(report)) => assert!(report.stopped_at_deadline, "{report:?}"),
+            other => panic!("{mode}: {other:?}"),
+        }
+    }
+    let reminders: i64 = db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM events WHERE type = 'appointment.reminder_due'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(reminders, 0, "the due reminder waits for the next run");
+    // Without a deadline the same job does the work.
+    let answer = handle(&state, scheduled_event(json!({"mode": "reminders"}))).await.unwrap();
+    let Some(JobReport::Reminders(report)) = answer.job else { panic!("{answer:?}") };
+    assert_eq!((report.emitted, report.stopped_at_deadline), (1, false));
+    assert_eq!(answer.mode, Mode::Job(JobKind::Reminders));
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport};
+use clinic_core::housekeeping::{JobKind, JobReport};
 use clinic_core::webhooks::client::Timeouts;
 use clinic_core::webhooks::endpoints::{self, NewEndpoint};
 use clinic_core::webhooks::guard::Egress;
@@ -113,14 +114,14 @@ async fn a_never_answering_receiver_cannot_keep_the_webhook_run_past_its_deadlin
         DispatchConfig::default(),
     );
     let housekeeping = Housekeeping { webhooks: Some(Arc::new(sender)), ..Default::default() };
-    let state = State { dispatcher, window: Duration::from_secs(60), mode: Mode::Webhooks, housekeeping };
+    let state = State::new(dispatcher, Duration::from_secs(60), Mode::Job(JobKind::Webhooks), housekeeping);
 
     let budget = Duration::from_secs(12);
     let started = Instant::now();
     let answer = handle(&state, tick(SystemTime::now() + budget)).await.unwrap();
     let took = started.elapsed();
     assert!(took < budget, "the webhook run took {took:?}, past its {budget:?} deadline");
-    let report = answer.webhooks.expect("a webhook report");
+    let Some(JobReport::Webhooks(report)) = answer.job else { panic!("a webhook report: {answer:?}") };
     assert!(report.retried > 0, "it did send: {report:?}");
     assert!(report.stopped_at_deadline, "{report:?}");
     assert_eq!(report.disabled_endpoints, 1, "{report:?}");

@@ -34,7 +34,7 @@ pub async fn take(
     let owner_pool = clinic_core::db::connect_pool(url, 1, None)?;
     let mut owner = owner_pool.get().await?;
     let tx = owner.transaction().await?;
-    let ctx = system_ctx(workspace);
+    let ctx = clinic_core::context::Ctx::system(workspace);
     let starts = chrono::DateTime::parse_from_rfc3339("2039-01-02T09:00:00Z")?.to_utc();
     let slot = TimeSlot::new(starts, starts + chrono::Duration::minutes(30)).context("slot")?;
     let (_, event) =
@@ -48,21 +48,6 @@ pub async fn take(
         .await?;
     tx.commit().await?;
     Ok(HeldLock { event, held_since: Instant::now(), blocker })
-}
-
-/// A use-case context of the run itself (actor `system`).
-fn system_ctx(workspace_id: WorkspaceId) -> clinic_core::context::Ctx {
-    use clinic_core::events::{Actor, Cause};
-    use clinic_core::ids::{CorrelationId, RequestId};
-    clinic_core::context::Ctx {
-        workspace_id,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: CorrelationId::generate(),
-            causation_id: RequestId::generate().into(),
-            idempotency_key: None,
-        },
-    }
 }
 
 impl HeldLock {

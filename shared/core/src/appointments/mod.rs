@@ -213,7 +213,7 @@ fn map_write_error(error: tokio_postgres::Error) -> DomainError {
 
 /// Books in two round trips: the two reference checks go out together, then — only once both have
 /// passed — the appointment and its event together. Each group is cached first
-/// (`sql::prepare_group`), so PostgreSQL runs it in the order written, as if each statement were
+/// (`sql::pipeline`), so PostgreSQL runs it in the order written, as if each statement were
 /// awaited before the next, and its results are read in that order: the first failure answers (a
 /// missing patient before a missing practitioner; a double booking before anything the event's
 /// statement could say).
@@ -222,12 +222,15 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
     // FOR SHARE: a concurrent deletion (which locks the patient FOR UPDATE) waits for this booking to
     // commit, so its listener sees and cancels the appointment; a deletion that committed first makes
     // this lock find no live patient.
-    sql::prepare_group(tx, &[patients::repo::LOCK_SHARED, practitioners::repo::FIND_FOR_SHARE]).await?;
-    let (patient_live, practitioner) = futures::future::join(
-        patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id),
-        practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id),
+    let (patient_live, practitioner) = sql::pipeline(
+        tx,
+        &[patients::repo::LOCK_SHARED, practitioners::repo::FIND_FOR_SHARE],
+        (
+            patients::repo::lock_shared(tx, ctx.workspace_id, command.patient_id),
+            practitioners::repo::find_for_share(tx, ctx.workspace_id, command.practitioner_id),
+        ),
     )
-    .await;
+    .await?;
     if !patient_live? {
         return Err(FieldError::new("patientId", "no such patient").into());
     }
@@ -253,9 +256,12 @@ pub async fn book(tx: &Tx<'_>, ctx: &Ctx, command: NewAppointment) -> DomainResu
         patient_erased: false,
     };
     let event = appointment_event(EventType::AppointmentCreated, &appointment);
-    sql::prepare_group(tx, &[repo::INSERT, APPEND_EVENT]).await?;
-    let (inserted, appended) =
-        futures::future::join(repo::insert(tx, &appointment), append(tx, &ctx.cause, event)).await;
+    let (inserted, appended) = sql::pipeline(
+        tx,
+        &[repo::INSERT, APPEND_EVENT],
+        (repo::insert(tx, &appointment), append(tx, &ctx.cause, event)),
+    )
+    .await?;
     inserted.map_err(map_write_error)?;
     Ok((appointment, appended?))
 }

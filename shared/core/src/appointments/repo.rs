@@ -91,7 +91,7 @@ pub struct Parties {
     pub practitioner_member: Option<Ulid>,
 }
 
-const FIND_WITH_PARTIES: &str = concat!(
+pub(crate) const FIND_WITH_PARTIES: &str = concat!(
     "SELECT ",
     columns!(),
     ", EXISTS (SELECT 1 FROM patients p WHERE p.workspace_id = a.workspace_id AND p.id = a.patient_id \

@@ -119,7 +119,8 @@ impl SendReport {
         }
     }
 
-    fn merge(&mut self, other: SendReport) {
+    /// Adds `other`'s counts (the steps of one run).
+    pub fn merge(&mut self, other: SendReport) {
         self.claimed += other.claimed;
         self.sent += other.sent;
         self.retried += other.retried;

@@ -11,11 +11,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use futures::{FutureExt, StreamExt};
 
 use crate::events::Envelope;
-use crate::listeners::notify::{DeliveryLog, Notifier};
-use crate::listeners::{self, Listener, ListenerError, ListenerOutcome};
+use crate::listeners::notify::Notifier;
+use crate::listeners::{
+    Deadline, Delivery, Listener, ListenerError, ListenerHost, ListenerOutcome, RunFailure,
+};
 
 /// One listener workflow to start for one event.
 #[derive(Debug, Clone, Copy)]
@@ -89,67 +90,69 @@ pub trait Transport: Send + Sync {
     }
 }
 
-/// Runs listeners in this process. A start succeeds only after the listener committed its receipt
-/// (with its effects), so the outbox row is marked `dispatched` only once the work is durable.
+/// Runs listeners in this process, through the one [`ListenerHost`] every transport uses (the run,
+/// then its after-commit step: the notification fast path and a fan-out's first webhook attempts,
+/// awaited). A start succeeds only after the listener committed its receipt (with its effects), so
+/// the outbox row is marked `dispatched` only once the work is durable.
 ///
 /// Each run is bounded by a timeout (default [`LocalTransport::DEFAULT_RUN_TIMEOUT`], `clinic dev`:
-/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS`): a run still going then is abandoned (its transaction rolls
-/// back) and the start fails with the retryable code `listener_timeout`.
-#[derive(Clone)]
+/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS`; [`Deadline::PerRun`]): a run still in its transaction then
+/// is abandoned (rolled back) and the start fails with the retryable code `listener_timeout`; the
+/// after-commit step starts no call it cannot finish within it.
+#[derive(Clone, Debug)]
 pub struct LocalTransport {
-    pool: Pool,
-    notifier: Arc<dyn Notifier>,
-    concurrency: usize,
-    run_timeout: std::time::Duration,
-    /// Sends the first attempt of webhook deliveries right after the fan-out committed.
-    webhooks: Option<Arc<crate::webhooks::WebhookSender>>,
-}
-
-impl std::fmt::Debug for LocalTransport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalTransport").field("concurrency", &self.concurrency).finish()
-    }
+    host: ListenerHost,
 }
 
 impl LocalTransport {
-    /// Listeners on `pool` with the built-in delivery log; as many concurrent runs as the pool has
-    /// connections (minus one, left for the dispatcher's own marks).
+    /// Listeners on `pool` with the built-in delivery log and no after-commit senders; as many
+    /// concurrent runs as the pool has connections (minus one, left for the dispatcher's own marks).
     pub fn new(pool: Pool) -> Self {
         let concurrency = pool.status().max_size.saturating_sub(1).max(1);
-        Self {
-            pool,
-            notifier: Arc::new(DeliveryLog),
-            concurrency,
-            run_timeout: Self::DEFAULT_RUN_TIMEOUT,
-            webhooks: None,
-        }
+        let host = ListenerHost::new(pool, Deadline::PerRun(Self::DEFAULT_RUN_TIMEOUT));
+        Self { host: host.with_concurrency(concurrency) }
     }
 
-    /// Sends each fan-out's first webhook attempts in-process (`clinic dev`).
-    pub fn with_webhooks(mut self, sender: Arc<crate::webhooks::WebhookSender>) -> Self {
-        self.webhooks = Some(sender);
-        self
+    /// Runs on `host` as it is (its deadline should be [`Deadline::PerRun`]: a local start has no
+    /// invocation deadline).
+    pub fn from_host(host: ListenerHost) -> Self {
+        Self { host }
     }
 
-    /// Below the default dispatch lease (30 s), so an abandoned run is retried by the same claim.
-    pub const DEFAULT_RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+    /// The host the runs go through.
+    pub fn host(&self) -> &ListenerHost {
+        &self.host
+    }
+
+    /// Sends each fan-out's first webhook attempts right after its commit (`clinic dev`).
+    pub fn with_webhooks(self, sender: Arc<crate::webhooks::WebhookSender>) -> Self {
+        Self { host: self.host.with_webhooks(sender) }
+    }
+
+    /// Sends each committed notification right after its commit (`clinic dev`'s fast path).
+    pub fn with_sender(self, sender: crate::delivery::Sender) -> Self {
+        Self { host: self.host.with_sender(sender) }
+    }
+
+    /// Below the default dispatch lease (30 s), so an abandoned run is retried by the same claim, and
+    /// above what the after-commit step needs with the default settings (a provider call of 10 s
+    /// plus its margin; a webhook attempt of 5 + 15 s plus its marks), so local runs take the fast
+    /// paths production takes.
+    pub const DEFAULT_RUN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
 
     /// Bounds each listener run by `timeout`.
-    pub fn with_run_timeout(mut self, timeout: std::time::Duration) -> Self {
-        self.run_timeout = timeout;
-        self
+    pub fn with_run_timeout(self, timeout: std::time::Duration) -> Self {
+        Self { host: self.host.with_deadline(Deadline::PerRun(timeout)) }
     }
 
     /// Uses another [`Notifier`].
-    pub fn with_notifier(mut self, notifier: Arc<dyn Notifier>) -> Self {
-        self.notifier = notifier;
-        self
+    pub fn with_notifier(self, notifier: Arc<dyn Notifier>) -> Self {
+        Self { host: self.host.with_notifier(notifier) }
     }
 
     /// Caps the number of listener runs in flight.
-    pub fn with_concurrency(mut self, concurrency: usize) -> Self {
-        self.concurrency = concurrency.max(1);
-        self
+    pub fn with_concurrency(self, concurrency: usize) -> Self {
+        Self { host: self.host.with_concurrency(concurrency) }
     }
 }
 
@@ -164,40 +167,41 @@ impl Transport for LocalTransport {
     }
 
     async fn start(&self, starts: &[Start<'_>]) -> Vec<StartResult> {
-        let runs: Vec<futures::future::BoxFuture<'_, StartResult>> =
-            starts.iter().map(|start| self.run_one(*start).boxed()).collect();
-        futures::stream::iter(runs).buffered(self.concurrency).collect().await
+        #[cfg(feature = "testing")]
+        for start in starts {
+            crate::contract::capture::record("local", || {
+                serde_json::to_string(start.envelope).unwrap_or_default()
+            });
+        }
+        let deliveries: Vec<Delivery<'_>> =
+            starts.iter().map(|start| Delivery::local(start.listener, start.envelope)).collect();
+        let results = self.host.run_all(&deliveries, None).await;
+        starts.iter().zip(results).map(|(start, result)| self.answer(*start, result)).collect()
     }
 }
 
 impl LocalTransport {
-    async fn run_one(&self, start: Start<'_>) -> StartResult {
-        #[cfg(feature = "testing")]
-        crate::contract::capture::record("local", || {
-            serde_json::to_string(start.envelope).unwrap_or_default()
-        });
-        let run = listeners::run_with(&self.pool, &*self.notifier, start.listener, start.envelope);
-        let Ok(result) = tokio::time::timeout(self.run_timeout, run).await else {
-            return Err(StartError::retryable(
-                "listener_timeout",
-                format!(
-                    "{} for event {} ran longer than {:?}",
-                    start.listener, start.envelope.id, self.run_timeout
-                ),
-            ));
-        };
+    fn answer(&self, start: Start<'_>, result: Result<ListenerOutcome, RunFailure>) -> StartResult {
         match result {
             Ok(ListenerOutcome::Stale { reason }) => {
                 tracing::debug!(event_id = %start.envelope.id, listener = %start.listener, reason, "listener skipped stale work");
                 Ok(None)
             }
-            Ok(outcome) => {
-                if let Some(sender) = &self.webhooks {
-                    sender.after_listener(start.listener, outcome, start.envelope.id);
-                }
-                Ok(None)
+            Ok(_) => Ok(None),
+            Err(RunFailure::Listener(error)) => Err(StartError::from(error)),
+            Err(RunFailure::Abandoned | RunFailure::Unstarted) => {
+                let timeout = match self.host.deadline() {
+                    Deadline::PerRun(timeout) => timeout,
+                    Deadline::Invocation { margin } => margin,
+                };
+                Err(StartError::retryable(
+                    "listener_timeout",
+                    format!(
+                        "{} for event {} ran longer than {:?}",
+                        start.listener, start.envelope.id, timeout
+                    ),
+                ))
             }
-            Err(error) => Err(StartError::from(error)),
         }
     }
 }

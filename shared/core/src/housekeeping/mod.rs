@@ -1,7 +1,9 @@
 //! Housekeeping: scheduled jobs that keep the system's own bookkeeping in shape, beside the request
-//! path and the dispatcher. Each runs on its own schedule (the housekeeping Lambda's `reminders` and
-//! `sweep` modes, `clinic reminders run`, `clinic outbox sweep`) and reads its work in bounded
-//! batches.
+//! path and the dispatcher. Each runs on its own schedule (the housekeeping Lambda's modes, `clinic
+//! reminders run`, `clinic outbox sweep`, …) and reads its work in bounded batches.
+//!
+//! Every job implements ONE interface, [`job::Job`] (a kind, and a run bounded by a deadline that
+//! answers one [`job::JobReport`]); the housekeeping Lambda runs a job by its name.
 //!
 //! Invariants shared by every job here:
 //! - A run is safe to repeat, to overlap with another run and to stop anywhere: each unit of work is
@@ -22,8 +24,17 @@
 //! - [`waiting`]: the gauge of rows waiting for an operator per queue (dead outbox rows, dead
 //!   notifications, failed webhook deliveries), emitted each minute for the alarms that stay up while
 //!   such rows exist.
+//! - [`senders`]: the notification and webhook senders' scheduled runs (`deliver`, `webhooks`).
 
+pub mod job;
 pub mod reconcile;
 pub mod reminders;
 pub mod retention;
+pub mod senders;
 pub mod waiting;
+
+pub use job::{Job, JobError, JobKind, JobReport, Jobs};
+pub use reconcile::Reconcile;
+pub use reminders::Reminders;
+pub use retention::Sweep;
+pub use senders::{Deliver, WebhookRetries};

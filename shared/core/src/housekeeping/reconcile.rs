@@ -26,12 +26,14 @@
 //! Invariants: no transaction is held across the transport call; a pass is bounded by its batch;
 //! concurrent passes take disjoint rows (and a duplicate restart is absorbed by the receipt).
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 
+use super::job::{too_close, Job, JobError, JobKind, JobReport};
 use crate::config::{bounded, ConfigError};
 use crate::db::sql;
 use crate::dispatch::{DispatchError, Start, Transport};
@@ -81,6 +83,38 @@ pub struct ReconcileReport {
     pub failed_restarts: u64,
     /// Pairs handed to operators in this pass.
     pub stuck: u64,
+    /// The pass was not started: its deadline had passed (the job; the next pass takes the rows).
+    pub stopped_at_deadline: bool,
+}
+
+/// The custody job: one [`reconcile`] pass through `transport`, run by the housekeeping Lambda's
+/// `reconcile` mode and first in every `drain`. Not started once its deadline has passed; a pass is
+/// bounded by [`ReconcileConfig::batch`] and the transport's own timeouts.
+#[derive(Clone)]
+pub struct Reconcile {
+    pub pool: Pool,
+    pub transport: Arc<dyn Transport>,
+    pub config: ReconcileConfig,
+}
+
+#[async_trait::async_trait]
+impl Job for Reconcile {
+    fn kind(&self) -> JobKind {
+        JobKind::Reconcile
+    }
+
+    async fn run(&self, deadline: Option<Instant>) -> Result<JobReport, JobError> {
+        if too_close(deadline, Duration::ZERO) {
+            return Ok(JobReport::Reconcile(ReconcileReport {
+                stopped_at_deadline: true,
+                ..Default::default()
+            }));
+        }
+        reconcile(&self.pool, self.transport.as_ref(), &self.config)
+            .await
+            .map(JobReport::Reconcile)
+            .map_err(|error| JobError::new(JobKind::Reconcile, error))
+    }
 }
 
 /// Takes the overdue unsettled starts (see the module docs, step 1). `$1` due (ms), `$2` batch,

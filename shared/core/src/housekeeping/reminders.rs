@@ -1,8 +1,8 @@
 //! Appointment reminders: a scheduled job that emits `appointment.reminder_due` for booked
 //! appointments starting within the lead time; the `patient_reminder` listener sends the reminder.
 //!
-//! Entry points: [`run`] (call it from a scheduled Lambda, a dispatcher mode or `clinic reminders
-//! run`), with [`ReminderConfig::from_env`] for the lead time.
+//! Entry points: the [`Reminders`] job (the housekeeping Lambda's `reminders` mode) and [`run`]
+//! (`clinic reminders run`), with [`ReminderConfig::from_env`] for the lead time.
 //!
 //! Invariants:
 //! - Exactly once per (appointment, start time): in ONE transaction per appointment, the job locks
@@ -19,13 +19,14 @@
 //!   reminder that a later change made stale.
 //! - Logs carry ids and counts only.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use ulid::Ulid;
 
+use super::job::{too_close, Job, JobError, JobKind, JobReport};
 use crate::appointments::{self, AppointmentStatus};
 use crate::config::{bounded, ConfigError};
 use crate::db::sql;
@@ -64,6 +65,8 @@ pub struct ReminderReport {
     pub emitted: usize,
     /// Candidates another run reminded first, or that changed before they could be locked.
     pub skipped: usize,
+    /// The run stopped before its deadline with candidates left (the next run takes them).
+    pub stopped_at_deadline: bool,
 }
 
 /// Candidates per query.
@@ -86,6 +89,39 @@ const RECORD_EVENT: &str =
 /// Emits `appointment.reminder_due` for every booked appointment starting in `(now, now + lead]`
 /// that has not been reminded for its current start time. Returns what it did.
 pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<ReminderReport, DomainError> {
+    run_until(pool, lead, now, None).await
+}
+
+/// The reminders job ([`run_until`] with its config), run by the housekeeping Lambda's
+/// `reminders` mode.
+#[derive(Debug, Clone)]
+pub struct Reminders {
+    pub pool: Pool,
+    pub config: ReminderConfig,
+}
+
+#[async_trait::async_trait]
+impl Job for Reminders {
+    fn kind(&self) -> JobKind {
+        JobKind::Reminders
+    }
+
+    async fn run(&self, deadline: Option<Instant>) -> Result<JobReport, JobError> {
+        run_until(&self.pool, self.config.lead, crate::domain::values::now(), deadline)
+            .await
+            .map(JobReport::Reminders)
+            .map_err(|error| JobError::new(JobKind::Reminders, error))
+    }
+}
+
+/// [`run`], starting no appointment's transaction once `deadline` has passed (one appointment is
+/// one short transaction, within the caller's margin); the report says when it stopped early.
+pub async fn run_until(
+    pool: &Pool,
+    lead: Duration,
+    now: DateTime<Utc>,
+    deadline: Option<Instant>,
+) -> Result<ReminderReport, DomainError> {
     let lead = chrono::Duration::from_std(lead).unwrap_or(chrono::Duration::MAX);
     let until = now.checked_add_signed(lead).unwrap_or(DateTime::<Utc>::MAX_UTC);
     let run_id = crate::ids::new_ulid();
@@ -95,12 +131,22 @@ pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<Remi
         causation_id: CausationId(run_id),
         idempotency_key: None,
     };
-    let mut report = ReminderReport { run_id, correlation_id: cause.correlation_id, emitted: 0, skipped: 0 };
+    let mut report = ReminderReport {
+        run_id,
+        correlation_id: cause.correlation_id,
+        emitted: 0,
+        skipped: 0,
+        stopped_at_deadline: false,
+    };
     let mut client = pool.get().await?;
     let mut after: Option<AppointmentId> = None;
-    loop {
+    'batches: loop {
         let rows = sql::query(&client, CANDIDATES, &[&now, &until, &after, &BATCH]).await?;
         for row in &rows {
+            if too_close(deadline, Duration::ZERO) {
+                report.stopped_at_deadline = true;
+                break 'batches;
+            }
             let id: AppointmentId = row.get(0);
             let workspace_id: WorkspaceId = row.get(1);
             let starts_at: DateTime<Utc> = row.get(2);

@@ -53,13 +53,14 @@
 //! template.yaml, so a redriven message still finds its receipt). A swept outbox row also cannot be retried
 //! or replayed any more (operator actions answer 404 for it).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use serde::Serialize;
 use ulid::Ulid;
 
+use super::job::{Job, JobError, JobKind, JobReport};
 use crate::config::{bounded, ConfigError};
 use crate::db::sql;
 use crate::error::DomainError;
@@ -237,6 +238,32 @@ const SWEEP_NOTIFICATIONS: &str = "WITH batch AS ( \
 fn first_id_at(at: DateTime<Utc>) -> EventId {
     let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0);
     EventId::from_ulid(Ulid::from_parts(millis, 0))
+}
+
+/// The retention job: [`sweep`] as of now, its budget cut to the time left before its deadline,
+/// run by the housekeeping Lambda's `sweep` mode (`complete: false` when it stopped early).
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    pub pool: Pool,
+    pub config: RetentionConfig,
+}
+
+#[async_trait::async_trait]
+impl Job for Sweep {
+    fn kind(&self) -> JobKind {
+        JobKind::Sweep
+    }
+
+    async fn run(&self, deadline: Option<Instant>) -> Result<JobReport, JobError> {
+        let mut config = self.config;
+        if let Some(deadline) = deadline {
+            config.budget = config.budget.min(deadline.saturating_duration_since(Instant::now()));
+        }
+        sweep(&self.pool, &config, crate::domain::values::now())
+            .await
+            .map(JobReport::Sweep)
+            .map_err(|error| JobError::new(JobKind::Sweep, error))
+    }
 }
 
 /// Deletes finished outbox rows, listener starts and receipts older than `config.retention` (as of

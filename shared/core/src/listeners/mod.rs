@@ -14,19 +14,26 @@
 //!   key `"{event_id}:{listener}"`, or chained mutations that emit their own events with actor
 //!   `system`, causation = this event and the same correlation id — and commits receipt and effects
 //!   together.
+//! - Every transport runs listeners through one [`host::ListenerHost`]: the run, then one
+//!   after-commit step (the notification fast path, a fan-out's first webhook attempts), bounded by
+//!   a deadline.
 //! - Errors say whether trying again can help ([`ListenerError::Retryable`]) or not
 //!   ([`ListenerError::Permanent`]) and carry a stable code; their text holds ids only.
 
+pub mod host;
 pub mod map;
 pub mod notify;
 pub mod pointer;
 pub mod rejections;
 mod workflows;
 
+pub use host::{Deadline, ListenerHost, RunFailure};
 pub use map::{is_routed, listeners, routed, Listener};
 pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
+pub use workflows::deliver;
+#[cfg(any(test, feature = "testing"))]
+pub use workflows::run;
 pub(crate) use workflows::stale_at_send;
-pub use workflows::{deliver, run, run_with};
 
 /// What a listener run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -126,7 +126,7 @@ pub(super) enum Checked {
 
 /// Reads the stored event and inserts the receipt only when the claim matches it; answers the stored
 /// envelope and how many receipts were inserted (0 or 1). No row: the id exists nowhere.
-static CHECK_AND_RECEIPT: LazyLock<String> = LazyLock::new(|| {
+pub(super) static CHECK_AND_RECEIPT: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH receipt AS ( \
              INSERT INTO listener_receipts (listener, event_id) \

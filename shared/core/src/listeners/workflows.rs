@@ -8,34 +8,27 @@
 
 use deadpool_postgres::Pool;
 
-use super::notify::{DeliveryLog, NewNotification, Notified, Notifier, RecipientKind};
+use super::notify::{NewNotification, Notified, Notifier, RecipientKind};
 use super::pointer::{self, Checked, Delivery, Rejected};
 use super::{Listener, ListenerError, ListenerOutcome};
 use crate::appointments::repo::Parties;
 use crate::appointments::{self, Appointment, AppointmentStatus};
 use crate::context::Ctx;
-use crate::db::Tx;
+use crate::db::{sql, Tx};
 use crate::disclosures::{self, Purpose};
-use crate::events::{Actor, Cause, Envelope, EventType, ResourceType};
+use crate::events::{Actor, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
 
-/// Runs `listener` for `envelope` in this process with the built-in [`DeliveryLog`] notifier.
+/// Runs `listener` for `envelope` in this process with the built-in
+/// [`DeliveryLog`](super::notify::DeliveryLog) notifier and no after-commit step: a test entry point
+/// (transports run listeners through [`super::ListenerHost`]).
+#[cfg(any(test, feature = "testing"))]
 pub async fn run(
     pool: &Pool,
     listener: Listener,
     envelope: &Envelope,
 ) -> Result<ListenerOutcome, ListenerError> {
-    deliver(pool, &DeliveryLog, &Delivery::local(listener, envelope)).await
-}
-
-/// Runs `listener` for `envelope` in this process, notifying through `notifier`.
-pub async fn run_with(
-    pool: &Pool,
-    notifier: &dyn Notifier,
-    listener: Listener,
-    envelope: &Envelope,
-) -> Result<ListenerOutcome, ListenerError> {
-    deliver(pool, notifier, &Delivery::local(listener, envelope)).await
+    deliver(pool, &super::notify::DeliveryLog, &Delivery::local(listener, envelope)).await
 }
 
 /// Runs one delivery in one transaction: the check against the event log folded into the receipt
@@ -55,13 +48,17 @@ pub async fn deliver(
     let tx = client.transaction().await?;
     let work = Work::of(delivery.listener, delivery.envelope.event_type);
     // In order, in one round trip: the check (and receipt), then a notice's reload.
-    let (checked, reloaded) = futures::future::join(pointer::check_and_receipt(&tx, delivery), async {
-        match work {
-            Work::Notice(_) => reload(&tx, delivery.envelope).await,
-            Work::CancelFutureAppointments | Work::WebhookFanOut => Ok(None),
-        }
-    })
-    .await;
+    let (checked, reloaded) = sql::pipeline(
+        &tx,
+        &[&pointer::CHECK_AND_RECEIPT, appointments::repo::FIND_WITH_PARTIES],
+        (pointer::check_and_receipt(&tx, delivery), async {
+            match work {
+                Work::Notice(_) => reload(&tx, delivery.envelope).await,
+                Work::CancelFutureAppointments | Work::WebhookFanOut => Ok(None),
+            }
+        }),
+    )
+    .await?;
     let stored = match checked {
         Ok(Checked::Fresh(stored)) => *stored,
         Ok(Checked::Duplicate) => {
@@ -270,15 +267,7 @@ async fn notify_about_appointment(
 /// `appointment.cancelled` event (actor `system`, causation = the deletion event).
 async fn cancel_future_appointments(tx: &Tx<'_>, env: &Envelope) -> Result<ListenerOutcome, ListenerError> {
     expect_resource(env, ResourceType::Patient)?;
-    let ctx = Ctx {
-        workspace_id: env.workspace_id,
-        cause: Cause {
-            actor: Actor::System,
-            correlation_id: env.correlation_id,
-            causation_id: env.id.into(),
-            idempotency_key: None,
-        },
-    };
+    let ctx = Ctx::system_after(env);
     let patient_id = PatientId::from_ulid(env.resource_id);
     let events = appointments::cancel_future_of_patient(tx, &ctx, patient_id, env.occurred_at).await?;
     Ok(ListenerOutcome::Applied { effects: events.len() })

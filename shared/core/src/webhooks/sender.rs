@@ -260,6 +260,12 @@ impl WebhookSender {
         self.config.timeouts.connect + self.config.timeouts.total
     }
 
+    /// The time one step needs: one attempt ([`WebhookSender::attempt_bound`]) and its claim and
+    /// marks. No step starts with less time left before its caller's deadline.
+    pub fn step_bound(&self) -> Duration {
+        self.attempt_bound() + STEP_SLACK
+    }
+
     /// [`WebhookSender::send_due`] bounded by `deadline`: first the automatic disable of failing
     /// endpoints (its own step, whatever sending does next), then batches until none is due,
     /// `max_steps` ran, or the time left cannot cover one more attempt and its marks (no claim is
@@ -276,7 +282,7 @@ impl WebhookSender {
             let client = self.pool.get().await?;
             store::fail_exhausted(&client, MAX_ATTEMPTS).await?;
         }
-        let needed = self.attempt_bound() + STEP_SLACK;
+        let needed = self.step_bound();
         for _ in 0..max_steps {
             if deadline.is_some_and(|deadline| deadline.saturating_duration_since(Instant::now()) < needed) {
                 total.stopped_at_deadline = true;

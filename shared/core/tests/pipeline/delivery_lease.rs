@@ -1,7 +1,8 @@
 //! The notification queue under operator recovery, freshness and slow providers (issue 38 defects 1
 //! and 2, issue 39 item 2): a dead notification retried at its ceiling gets a full attempt budget; a
 //! notification the current state made stale ends `stale` and is never sent (and an operator retry
-//! of it answers 409); a slow provider never sends a row twice nor loses one.
+//! of it answers 409); a slow provider never sends a row twice nor loses one; the listener host's
+//! fast path starts no provider call it cannot finish before its deadline.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -289,4 +290,34 @@ async fn a_fast_path_send_too_close_to_its_deadline_starts_no_provider_call() {
     assert_eq!(delivery(&fx, id).await, ("pending".to_owned(), 0, None), "left due, nothing spent");
     let report = sender.send_key_within(&key, Duration::from_secs(30)).await.unwrap();
     assert_eq!((report.claimed, report.sent), (1, 1));
+}
+
+/// The listener host's after-commit step, through the local transport: a committed notification is
+/// sent right after the listener's commit when the provider call fits in the run's bound, and left
+/// due (no call, nothing spent) when it does not — the delivery sender's own deadline rule.
+#[tokio::test]
+async fn the_local_transport_sends_right_after_the_commit_only_when_the_call_fits_its_bound() {
+    use clinic_core::dispatch::{LocalTransport, Start, Transport};
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    let booked = fx.book_many(patient, practitioner, 30, 2).await;
+    let listener = Listener::PatientBookingConfirmation;
+    let provider = Scripted::new(Duration::ZERO, false);
+    // The provider timeout is 10 s (plus the 2 s margin): a 5 s run bound cannot hold the call.
+    let tight = LocalTransport::new(fx.db.pool.clone())
+        .with_sender(sender(&fx, &provider, config(6)))
+        .with_run_timeout(Duration::from_secs(5));
+    assert!(tight.start(&[Start { envelope: &booked[0].1, listener }]).await[0].is_ok());
+    assert!(provider.calls().is_empty(), "no provider call it could not finish");
+    assert_eq!(
+        fx.count("SELECT count(*) FROM notifications WHERE status = 'pending' AND attempts = 0").await,
+        1
+    );
+    // The default bound (25 s) holds it: sent before the start answers.
+    let roomy = LocalTransport::new(fx.db.pool.clone()).with_sender(sender(&fx, &provider, config(6)));
+    assert!(roomy.start(&[Start { envelope: &booked[1].1, listener }]).await[0].is_ok());
+    let key = format!("{}:{}", booked[1].1.id, listener.as_str());
+    assert_eq!(provider.calls().into_iter().map(|(key, _)| key).collect::<Vec<_>>(), [key]);
+    assert_eq!(fx.count("SELECT count(*) FROM notifications WHERE status = 'sent'").await, 1);
 }

@@ -12,5 +12,6 @@ mod model;
 mod model_notifications;
 mod outages;
 mod overlap;
+mod sql_pipeline;
 mod support;
 mod waiting;

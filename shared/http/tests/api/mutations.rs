@@ -256,15 +256,7 @@ async fn a_booking_refused_by_a_check_answers_the_check_and_writes_nothing() {
 #[tokio::test]
 async fn a_failure_after_the_event_insert_rolls_everything_back() {
     let app = TestApp::new().await;
-    let ctx = clinic_core::context::Ctx {
-        workspace_id: app.workspace.id,
-        cause: clinic_core::events::Cause {
-            actor: clinic_core::events::Actor::System,
-            correlation_id: clinic_core::ids::CorrelationId::generate(),
-            causation_id: clinic_core::ids::RequestId::generate().into(),
-            idempotency_key: None,
-        },
-    };
+    let ctx = clinic_core::context::Ctx::system(app.workspace.id);
     let mut conn = app.state.pool.get().await.unwrap();
     let tx = conn.transaction().await.unwrap();
     let command = clinic_core::patients::NewPatient::try_from(patient_body()).unwrap();

@@ -103,7 +103,9 @@ impl Recorder {
         .unwrap_or(0)
     }
 
-    /// Takes what was recorded so far, leaving the recorder empty (for tests and custom sinks).
+    /// Takes what was recorded so far, leaving the recorder empty: a test entry point (production
+    /// emits through [`Recorder::flush`]).
+    #[cfg(any(test, feature = "testing"))]
     pub fn take(&self) -> DispatchMetrics {
         self.with(|metrics, _| std::mem::take(metrics)).unwrap_or_default()
     }
