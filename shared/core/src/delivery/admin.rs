@@ -17,6 +17,8 @@
 //!   holds it (its mark is fenced by `status = 'sending'` anyway).
 //! - Listings answer ids, names, statuses, counters, codes and times — never content.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -26,6 +28,7 @@ use super::DeliveryStatus;
 use crate::db::sql;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EventId, NotificationId, OperatorActionId, WorkspaceId};
+use crate::lease::NOTIFICATIONS;
 use crate::operator::{ActionKind, Operator, Reason};
 
 /// One delivery as operators see it.
@@ -112,11 +115,13 @@ const LOCK: &str = "SELECT status, workspace_id, event_id, listener, last_error_
 
 /// A fresh attempt budget (`attempts = 0`): a delivery that died at its ceiling gets the full number
 /// of tries again, not exactly one. The action stays in `operator_actions`.
-const RETRY: &str = "UPDATE notifications SET status = 'pending', attempts = 0, available_at = now(), \
-     claim_token = NULL, claimed_until = NULL, updated_at = now() WHERE id = $1";
+static RETRY: LazyLock<String> =
+    LazyLock::new(|| format!("UPDATE notifications SET {} WHERE id = $1", NOTIFICATIONS.retry_set()));
 
-const DISCARD: &str = "UPDATE notifications SET status = 'discarded', claim_token = NULL, \
-     claimed_until = NULL, updated_at = now() WHERE id = $1";
+static DISCARD: LazyLock<String> = LazyLock::new(|| {
+    let set = NOTIFICATIONS.discard_set().unwrap_or_default();
+    format!("UPDATE notifications SET {set} WHERE id = $1")
+});
 
 const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners, \
@@ -145,8 +150,8 @@ pub async fn perform(
     let before = DeliveryStatus::parse(&status_name)
         .ok_or_else(|| DomainError::Conflict(format!("the delivery has an unknown status {status_name}")))?;
     let (statement, after) = match action {
-        ActionKind::Retry => (RETRY, DeliveryStatus::Pending),
-        ActionKind::Discard => (DISCARD, DeliveryStatus::Discarded),
+        ActionKind::Retry => (&*RETRY, DeliveryStatus::Pending),
+        ActionKind::Discard => (&*DISCARD, DeliveryStatus::Discarded),
         ActionKind::Replay => {
             return Err(DomainError::Conflict("deliveries are retried, not replayed".into()));
         }

@@ -9,6 +9,8 @@
 //! - A status the action does not fit (a retry of a dispatched row, a replay of a dead one, anything
 //!   on a discarded row) is a `Conflict` (409) naming the status, and writes nothing.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -20,6 +22,7 @@ use crate::domain::input::{FieldError, Fields};
 use crate::error::{DomainError, DomainResult};
 use crate::events::EventType;
 use crate::ids::{EventId, OperatorActionId, WorkspaceId};
+use crate::lease::OUTBOX;
 use crate::listeners::{is_routed, listeners, Listener};
 use crate::outbox::OutboxStatus;
 
@@ -145,22 +148,22 @@ const LOCK_ROW: &str = "SELECT o.status, e.type, e.workspace_id \
 /// again by the next claim (`attempts_exhausted`) without a single start. The attempts it spent stay
 /// in `outbox_history` (one row per failure and the burial) and the action in `operator_actions`; the
 /// last error stays on the row until the next attempt replaces it.
-const RETRY: &str = "UPDATE event_outbox \
-     SET status = 'pending', attempts = 0, available_at = now(), claim_token = NULL, claimed_by = NULL, \
-         claimed_until = NULL, updated_at = now() \
-     WHERE event_id = $1";
+static RETRY: LazyLock<String> =
+    LazyLock::new(|| format!("UPDATE event_outbox SET {} WHERE event_id = $1", OUTBOX.retry_set()));
 
-/// A fresh attempt budget, like [`RETRY`].
-const REPLAY: &str = "UPDATE event_outbox \
-     SET status = 'pending', attempts = 0, only_listeners = $2, available_at = now(), claim_token = NULL, \
-         claimed_by = NULL, claimed_until = NULL, updated_at = now() \
-     WHERE event_id = $1";
+/// A fresh attempt budget, like [`RETRY`], for the listeners in `$2` (all when NULL).
+static REPLAY: LazyLock<String> = LazyLock::new(|| {
+    format!("UPDATE event_outbox SET only_listeners = $2, {} WHERE event_id = $1", OUTBOX.retry_set())
+});
 
 /// The starts of replayed listeners are forgotten, or the claim would skip them as already started.
 const FORGET_STARTS: &str = "DELETE FROM listener_starts \
      WHERE event_id = $1 AND ($2::text[] IS NULL OR listener = ANY ($2))";
 
-const DISCARD: &str = "UPDATE event_outbox SET status = 'discarded', updated_at = now() WHERE event_id = $1";
+static DISCARD: LazyLock<String> = LazyLock::new(|| {
+    let set = OUTBOX.discard_set().unwrap_or_default();
+    format!("UPDATE event_outbox SET {set} WHERE event_id = $1")
+});
 
 const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners, batch_id) \
@@ -232,11 +235,11 @@ pub async fn perform_in_batch(
 
     let (after, replayed) = match request.action {
         ActionKind::Retry => {
-            sql::execute(tx, RETRY, &[&event_id]).await?;
+            sql::execute(tx, &RETRY, &[&event_id]).await?;
             (OutboxStatus::Pending, None)
         }
         ActionKind::Discard => {
-            sql::execute(tx, DISCARD, &[&event_id]).await?;
+            sql::execute(tx, &DISCARD, &[&event_id]).await?;
             (OutboxStatus::Discarded, None)
         }
         ActionKind::Replay => {
@@ -247,7 +250,7 @@ pub async fn perform_in_batch(
             let only: Option<Vec<&str>> =
                 request.listeners.as_ref().map(|named| named.iter().map(|l| l.as_str()).collect());
             sql::execute(tx, FORGET_STARTS, &[&event_id, &only]).await?;
-            sql::execute(tx, REPLAY, &[&event_id, &only]).await?;
+            sql::execute(tx, &REPLAY, &[&event_id, &only]).await?;
             (OutboxStatus::Pending, Some(replayed))
         }
     };
