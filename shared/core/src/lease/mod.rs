@@ -52,6 +52,7 @@
 //! with [`exhausted`].
 
 mod backoff;
+pub mod operator;
 mod policy;
 pub mod sql;
 
