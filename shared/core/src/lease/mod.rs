@@ -259,19 +259,17 @@ mod tests {
         assert_eq!(WEBHOOK_DELIVERIES.stored_name(State::Uncertain), None);
     }
 
+    fn sorted(mut names: Vec<&'static str>) -> Vec<&'static str> {
+        names.sort_unstable();
+        names
+    }
+
     #[test]
-    fn the_outbox_status_enum_and_the_glossary_agree() {
-        let mut enum_names: Vec<&str> =
-            crate::outbox::OutboxStatus::ALL.iter().map(|status| status.as_str()).collect();
-        let mut glossary = OUTBOX.statuses();
-        enum_names.sort_unstable();
-        glossary.sort_unstable();
-        assert_eq!(enum_names, glossary);
-        let mut enum_names: Vec<&str> =
+    fn the_status_enums_and_the_glossary_agree() {
+        let outbox = crate::outbox::OutboxStatus::ALL.iter().map(|status| status.as_str()).collect();
+        assert_eq!(sorted(outbox), sorted(OUTBOX.statuses()));
+        let notifications =
             crate::delivery::DeliveryStatus::ALL.iter().map(|status| status.as_str()).collect();
-        let mut glossary = NOTIFICATIONS.statuses();
-        enum_names.sort_unstable();
-        glossary.sort_unstable();
-        assert_eq!(enum_names, glossary);
+        assert_eq!(sorted(notifications), sorted(NOTIFICATIONS.statuses()));
     }
 }

@@ -52,44 +52,25 @@ impl<R: Recorded> Answer for Acted<R> {
     }
 }
 
-impl Recorded for ActionRecord {
-    fn action_id(&self) -> OperatorActionId {
-        self.id
-    }
+/// `Recorded` for an audit record type whose `id` is its action id, read back by `$recorded`.
+macro_rules! recorded {
+    ($record:ty, $recorded:path) => {
+        impl Recorded for $record {
+            fn action_id(&self) -> OperatorActionId {
+                self.id
+            }
 
-    async fn recorded(
-        tx: &Tx<'_>,
-        workspace: WorkspaceId,
-        id: OperatorActionId,
-    ) -> DomainResult<Option<Self>> {
-        operator::recorded(tx, workspace, id).await
-    }
+            async fn recorded(
+                tx: &Tx<'_>,
+                workspace: WorkspaceId,
+                id: OperatorActionId,
+            ) -> DomainResult<Option<Self>> {
+                $recorded(tx, workspace, id).await
+            }
+        }
+    };
 }
 
-impl Recorded for DeliveryActionRecord {
-    fn action_id(&self) -> OperatorActionId {
-        self.id
-    }
-
-    async fn recorded(
-        tx: &Tx<'_>,
-        workspace: WorkspaceId,
-        id: OperatorActionId,
-    ) -> DomainResult<Option<Self>> {
-        admin::recorded(tx, workspace, id).await
-    }
-}
-
-impl Recorded for PauseRecord {
-    fn action_id(&self) -> OperatorActionId {
-        self.id
-    }
-
-    async fn recorded(
-        tx: &Tx<'_>,
-        workspace: WorkspaceId,
-        id: OperatorActionId,
-    ) -> DomainResult<Option<Self>> {
-        pause::recorded(tx, workspace, id).await
-    }
-}
+recorded!(ActionRecord, operator::recorded);
+recorded!(DeliveryActionRecord, admin::recorded);
+recorded!(PauseRecord, pause::recorded);
