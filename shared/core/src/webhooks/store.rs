@@ -10,7 +10,9 @@ use serde::Serialize;
 use crate::db::sql;
 use crate::error::DomainResult;
 use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
+use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::WEBHOOK_DELIVERIES;
+use crate::operator::ActionKind;
 
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,16 +201,18 @@ pub async fn auto_disable(
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
-/// A fresh attempt budget for every dead (`failed`) delivery of the endpoint created since `$3`.
+/// An operator retry (the lease queue's, [`WEBHOOK_ACTIONS`]: a fresh attempt budget) of every
+/// delivery of the endpoint created since `$3` in a status a retry accepts (`failed`).
 static RECOVER: LazyLock<String> = LazyLock::new(|| {
-    let queue = WEBHOOK_DELIVERIES;
+    let accepted: Vec<String> =
+        WEBHOOK_ACTIONS.accepted_statuses(ActionKind::Retry).iter().map(|name| format!("'{name}'")).collect();
     format!(
         "UPDATE webhook_deliveries d SET {retry} \
          FROM webhook_endpoints w \
          WHERE w.id = d.endpoint_id AND w.workspace_id = $1 AND d.endpoint_id = $2 \
-           AND d.status = '{dead}' AND d.created_at >= $3",
-        retry = queue.retry_set(),
-        dead = queue.stored.dead,
+           AND d.status IN ({accepted}) AND d.created_at >= $3",
+        retry = WEBHOOK_DELIVERIES.retry_set(),
+        accepted = accepted.join(", "),
     )
 });
 
