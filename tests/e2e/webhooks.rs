@@ -330,6 +330,20 @@ fn loopback_pipeline(app: &TestApp) -> (Arc<WebhookSender>, Dispatcher) {
     (sender, dispatcher)
 }
 
+/// A receiver and an endpoint of the app's workspace for `appointment.created` posting to it (the
+/// receiver knows its secret); answers the receiver and the endpoint's path.
+async fn receiving_endpoint(app: &TestApp) -> (Receiver, String) {
+    let receiver = Receiver::start(0, &[]).await;
+    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
+        "eventTypes": ["appointment.created"]});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&app.workspace.admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
+    let path = format!("/v1/webhooks/endpoints/{}", created.body["id"].as_str().unwrap());
+    (receiver, path)
+}
+
 /// Issue 38 defect 3 (failed against a86860d: no delivery was created while the endpoint was off):
 /// events committed while an endpoint is disabled are held — created, not sent, no attempt spent —
 /// and after enable + recover every one of them reaches the receiver exactly once.
@@ -338,15 +352,7 @@ async fn events_committed_while_an_endpoint_is_off_arrive_once_after_enable() {
     let (app, sender, dispatcher) = loopback_app().await;
     let admin = app.workspace.admin.clone();
     let staff = app.workspace.staff.clone();
-    let receiver = Receiver::start(0, &[]).await;
-    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
-        "eventTypes": ["appointment.created"]});
-    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let secret = created.body["secret"].as_str().unwrap().to_owned();
-    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
-    let endpoint = created.body["id"].as_str().unwrap().to_owned();
-    let path = format!("/v1/webhooks/endpoints/{endpoint}");
+    let (receiver, path) = receiving_endpoint(&app).await;
 
     let since = chrono::Utc::now().to_rfc3339();
     let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
@@ -398,14 +404,7 @@ async fn a_sender_dying_while_releasing_held_deliveries_after_enable_loses_none(
     let (app, sender, dispatcher) = loopback_app().await;
     let admin = app.workspace.admin.clone();
     let staff = app.workspace.staff.clone();
-    let receiver = Receiver::start(0, &[]).await;
-    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
-        "eventTypes": ["appointment.created"]});
-    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let secret = created.body["secret"].as_str().unwrap().to_owned();
-    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
-    let path = format!("/v1/webhooks/endpoints/{}", created.body["id"].as_str().unwrap());
+    let (receiver, path) = receiving_endpoint(&app).await;
     let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
     assert_eq!(off.status, 200, "{}", off.text);
     let practitioner = app.create_practitioner(&staff).await;
