@@ -330,6 +330,20 @@ fn loopback_pipeline(app: &TestApp) -> (Arc<WebhookSender>, Dispatcher) {
     (sender, dispatcher)
 }
 
+/// A receiver and an endpoint of the app's workspace for `appointment.created` posting to it (the
+/// receiver knows its secret); answers the receiver and the endpoint's path.
+async fn receiving_endpoint(app: &TestApp) -> (Receiver, String) {
+    let receiver = Receiver::start(0, &[]).await;
+    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
+        "eventTypes": ["appointment.created"]});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&app.workspace.admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
+    let path = format!("/v1/webhooks/endpoints/{}", created.body["id"].as_str().unwrap());
+    (receiver, path)
+}
+
 /// Issue 38 defect 3 (failed against a86860d: no delivery was created while the endpoint was off):
 /// events committed while an endpoint is disabled are held — created, not sent, no attempt spent —
 /// and after enable + recover every one of them reaches the receiver exactly once.
@@ -338,15 +352,7 @@ async fn events_committed_while_an_endpoint_is_off_arrive_once_after_enable() {
     let (app, sender, dispatcher) = loopback_app().await;
     let admin = app.workspace.admin.clone();
     let staff = app.workspace.staff.clone();
-    let receiver = Receiver::start(0, &[]).await;
-    let body = json!({"url": format!("http://127.0.0.1:{}/hook", receiver.port),
-        "eventTypes": ["appointment.created"]});
-    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
-    assert_eq!(created.status, 201, "{}", created.text);
-    let secret = created.body["secret"].as_str().unwrap().to_owned();
-    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
-    let endpoint = created.body["id"].as_str().unwrap().to_owned();
-    let path = format!("/v1/webhooks/endpoints/{endpoint}");
+    let (receiver, path) = receiving_endpoint(&app).await;
 
     let since = chrono::Utc::now().to_rfc3339();
     let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
@@ -387,6 +393,63 @@ async fn events_committed_while_an_endpoint_is_off_arrive_once_after_enable() {
         app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'delivered' AND attempts = 1").await,
         3
     );
+}
+
+/// Issue 38 (stage 3): a sender that dies while releasing the held deliveries of an endpoint just
+/// enabled loses none of them. The crashed sender claimed every held delivery and never marked one;
+/// once its lease ends the lease queue's expiry makes them due again (webhook deliveries re-claim),
+/// the next sender delivers each exactly once, and the attempt the dead sender spent stays counted.
+#[tokio::test]
+async fn a_sender_dying_while_releasing_held_deliveries_after_enable_loses_none() {
+    let (app, sender, dispatcher) = loopback_app().await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let (receiver, path) = receiving_endpoint(&app).await;
+    let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
+    assert_eq!(off.status, 200, "{}", off.text);
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, json!({"givenName": "Held", "familyName": "Over"})).await;
+    for day in 1..=3 {
+        let (starts, ends) = (format!("2031-07-0{day}T09:00:00Z"), format!("2031-07-0{day}T09:30:00Z"));
+        app.book(&staff, &patient, &practitioner, &starts, &ends).await;
+    }
+    dispatcher.drain_once().await.unwrap();
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'").await, 3);
+
+    let on = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": true}))).await;
+    assert_eq!(on.status, 200, "{}", on.text);
+    // The releasing sender claims every held delivery under a short lease, then dies (no mark).
+    let lease_ms = 300.0;
+    let token = clinic_core::ids::ClaimToken::generate();
+    let taken = {
+        let client = app.state.pool.get().await.unwrap();
+        clinic_core::webhooks::store::claim(&client, 10, token, lease_ms, None, 8, 10).await.unwrap()
+    };
+    assert_eq!(taken.len(), 3, "the crashed sender held every released delivery");
+    // While its lease runs nobody else takes them.
+    assert_eq!(sender.send_due(10).await.unwrap().claimed(), 0);
+    tokio::time::sleep(Duration::from_millis(2 * lease_ms as u64)).await;
+
+    send_until(&sender, &receiver, "the released deliveries", |r| r.len() >= 3).await;
+    sender.send_due(10).await.unwrap();
+    assert_eq!(receiver.received().await.len(), 3, "each held event exactly once");
+    assert_eq!(
+        app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'delivered' AND attempts = 2").await,
+        3,
+        "the dead sender's attempt stays counted"
+    );
+    // The dead sender's late mark is fenced: its token no longer holds any row.
+    let client = app.state.pool.get().await.unwrap();
+    let attempt = clinic_core::webhooks::store::AttemptRecord {
+        status_code: Some(500),
+        duration_ms: 1,
+        error_code: Some("http_status"),
+        excerpt: None,
+    };
+    let next = clinic_core::webhooks::store::Next::Failed;
+    let marked = clinic_core::webhooks::store::mark(&client, &taken[0], token, &attempt, next).await.unwrap();
+    assert!(!marked, "a mark under an expired, taken-over lease changes nothing");
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'").await, 3);
 }
 
 /// Issue 38 defect 6 (failed against a86860d: the second create made a second endpoint with a

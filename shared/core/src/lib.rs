@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod housekeeping;
 pub mod ids;
+pub mod lease;
 pub mod listeners;
 /// The dispatcher's metrics (they live in [`dispatch::metrics`]; this path is kept for callers).
 pub use dispatch::metrics;

@@ -404,7 +404,7 @@ async fn a_sender_that_dies_at_the_attempt_ceiling_buries_the_delivery() {
     let sender = scene.sender(once).await;
     step_until(&scene, &sender, |status| status == "dead").await;
     let (_, _, attempts, code, _) = scene.row().await;
-    assert_eq!((attempts, code.as_deref()), (1, Some("lease_expired")));
+    assert_eq!((attempts, code.as_deref()), (1, Some("attempts_exhausted")));
     assert_eq!(scene.emails().await.len(), 1, "not sent again past the ceiling");
 }
 

@@ -1,20 +1,17 @@
 //! Operator tooling for deliveries, like the outbox's: list, retry and discard — the use cases behind
 //! `GET|POST /v1/system/deliveries…` (admin role) and `clinic deliveries …` (CLI).
 //!
-//! | action    | accepted status                               | becomes     |
-//! |-----------|-----------------------------------------------|-------------|
-//! | `retry`   | `dead`, `retry`, `uncertain`, `no_contact`    | `pending`, due now; same idempotency key; a fresh attempt budget (`attempts` = 0) |
-//! | `discard` | `dead`, `retry`, `uncertain`, `no_contact`    | `discarded` (final) |
-//!
-//! Anything else is a `Conflict` naming the status: a `sent` delivery was delivered, a `stale` one is
-//! no longer true (the render's freshness rule) and is never sent, `opted_out` and `discarded` are
-//! final.
+//! Which statuses each action accepts, the 409 naming why (a `sent` delivery took effect, a `stale`
+//! or `opted_out` one is never sent, a `sending` one is leased, a `discarded` one is final) and the
+//! change (retry: `pending` now with a fresh attempt budget, same idempotency key; discard:
+//! `discarded`) are the lease queue's operator rules, written once for every queue
+//! ([`crate::lease::operator::NOTIFICATION_ACTIONS`]): retry and discard take `dead`, `no_contact`,
+//! `retry` and `uncertain` deliveries.
 //!
 //! Invariants:
 //! - Each action locks the row (`FOR UPDATE`), checks its status, changes it and inserts one
 //!   `operator_actions` row (with `notification_id`) on the caller's transaction; a status that does
-//!   not fit is a `Conflict` (409) and writes nothing. A `sending` row is never touched: its sender
-//!   holds it (its mark is fenced by `status = 'sending'` anyway).
+//!   not fit is a `Conflict` (409) and writes nothing.
 //! - Listings answer ids, names, statuses, counters, codes and times — never content.
 
 use chrono::{DateTime, Utc};
@@ -26,6 +23,7 @@ use super::DeliveryStatus;
 use crate::db::sql;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EventId, NotificationId, OperatorActionId, WorkspaceId};
+use crate::lease::operator::NOTIFICATION_ACTIONS;
 use crate::operator::{ActionKind, Operator, Reason};
 
 /// One delivery as operators see it.
@@ -107,25 +105,12 @@ pub struct DeliveryActionRecord {
     pub created_at: DateTime<Utc>,
 }
 
-const LOCK: &str = "SELECT status, workspace_id, event_id, listener, last_error_code FROM notifications \
+const LOCK: &str = "SELECT status, workspace_id, event_id, listener FROM notifications \
      WHERE id = $1 AND ($2::uuid IS NULL OR workspace_id = $2) FOR UPDATE";
-
-/// A fresh attempt budget (`attempts = 0`): a delivery that died at its ceiling gets the full number
-/// of tries again, not exactly one. The action stays in `operator_actions`.
-const RETRY: &str = "UPDATE notifications SET status = 'pending', attempts = 0, available_at = now(), \
-     claim_token = NULL, claimed_until = NULL, updated_at = now() WHERE id = $1";
-
-const DISCARD: &str = "UPDATE notifications SET status = 'discarded', claim_token = NULL, \
-     claimed_until = NULL, updated_at = now() WHERE id = $1";
 
 const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners, \
       notification_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ARRAY[$9::text], $10) RETURNING created_at";
-
-fn accepts(status: DeliveryStatus) -> bool {
-    use DeliveryStatus::*;
-    matches!(status, Dead | Retry | Uncertain | NoContact)
-}
 
 /// Retries or discards one delivery and records the action, on the caller's transaction.
 /// `workspace` scopes the lookup (`None`: any workspace, CLI only). Replay is not a delivery action.
@@ -142,29 +127,13 @@ pub async fn perform(
     let workspace_id: WorkspaceId = row.get(1);
     let event_id: EventId = row.get(2);
     let listener: String = row.get(3);
-    let before = DeliveryStatus::parse(&status_name)
-        .ok_or_else(|| DomainError::Conflict(format!("the delivery has an unknown status {status_name}")))?;
-    let (statement, after) = match action {
-        ActionKind::Retry => (RETRY, DeliveryStatus::Pending),
-        ActionKind::Discard => (DISCARD, DeliveryStatus::Discarded),
-        ActionKind::Replay => {
-            return Err(DomainError::Conflict("deliveries are retried, not replayed".into()));
-        }
-    };
-    if before == DeliveryStatus::Stale {
-        let why: Option<String> = row.get(4);
-        return Err(DomainError::Conflict(format!(
-            "cannot {action} a delivery that is stale ({}): the notice is no longer true and is never sent",
-            why.as_deref().unwrap_or("freshness")
-        )));
-    }
-    if !accepts(before) {
-        return Err(DomainError::Conflict(format!(
-            "cannot {action} a delivery that is {}; {action} needs a dead, retry, uncertain or no_contact delivery",
-            before.as_str()
-        )));
-    }
-    sql::execute(tx, statement, &[&id]).await?;
+    // The state check (409 naming why: a sent delivery took effect, a stale one is never sent, a
+    // sending one is leased) and the change (a fresh attempt budget for retry) are the lease
+    // queue's, written once for every queue.
+    let decision = NOTIFICATION_ACTIONS.decide(action, &status_name)?;
+    let statement = format!("UPDATE notifications SET {} WHERE id = $1", decision.set);
+    sql::execute(tx, &statement, &[&id]).await?;
+    let (before, after) = (decision.before, decision.after);
     let action_id = OperatorActionId::generate();
     let inserted = sql::query_one(
         tx,
@@ -176,8 +145,8 @@ pub async fn perform(
             &action.as_str(),
             &operator.as_str(),
             &reason.as_str(),
-            &before.as_str(),
-            &after.as_str(),
+            &before,
+            &after,
             &listener,
             &id,
         ],
@@ -187,8 +156,8 @@ pub async fn perform(
         action_id = %action_id,
         notification_id = %id,
         action = action.as_str(),
-        status_before = before.as_str(),
-        status_after = after.as_str(),
+        status_before = before,
+        status_after = after,
         "operator action on a delivery recorded"
     );
     Ok(DeliveryActionRecord {
@@ -198,8 +167,8 @@ pub async fn perform(
         event_id,
         action,
         actor: operator.as_str().to_owned(),
-        status_before: before.as_str().to_owned(),
-        status_after: after.as_str().to_owned(),
+        status_before: before.to_owned(),
+        status_after: after.to_owned(),
         created_at: inserted.get(0),
     })
 }

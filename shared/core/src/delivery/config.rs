@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{bounded, var, ConfigError};
-use crate::outbox::{Backoff, Jitter};
+use crate::lease::{Backoff, Jitter, RetryPolicy};
 
 /// What happens to a delivery whose sender died after calling the provider and before marking the
 /// row (`uncertain`: the provider may or may not have accepted it).
@@ -93,6 +93,11 @@ pub struct DeliveryConfig {
 }
 
 impl DeliveryConfig {
+    /// The lease queue's retry policy for notifications: this backoff up to `max_attempts`.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::backoff(self.backoff, self.max_attempts)
+    }
+
     /// Defaults for a deployment with `notifiers`.
     pub fn with_notifiers(notifiers: Vec<NotifierKind>) -> Self {
         Self {

@@ -10,7 +10,7 @@
 //! | status       | moved in by | moved out by |
 //! |--------------|-------------|--------------|
 //! | `pending`    | [`enqueue`] in the listener's transaction; an operator `retry` ([`admin`]) | [`Sender`] claim → `sending` |
-//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`, `stale`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead` once `attempts` reached the ceiling) |
+//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`, `stale`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead`, `attempts_exhausted`, once `attempts` reached the ceiling) |
 //! | `uncertain`  | claim: a `sending` row whose lease expired — the provider may or may not have accepted it | [`UncertainPolicy::Resend`]: the next claim (same idempotency key); [`UncertainPolicy::Hold`]: an operator `retry` or `discard` |
 //! | `sent`       | mark: the provider accepted it (`provider_message_id`, `sent_at` kept) | final |
 //! | `retry`      | mark: a retryable provider failure and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | claim once due |
@@ -27,8 +27,10 @@
 //! - The idempotency key `"{event_id}:{listener}"` is unique: a redelivered listener message finds the
 //!   row and enqueues nothing. Providers receive the same key wherever their API takes one (the email
 //!   carries it as a header; the file provider names its file by it, so a resend replaces the file).
-//! - Every mark is fenced by the claim token and `status = 'sending'`: a sender whose lease was taken
-//!   over changes nothing. No transaction is open across a provider call; each provider call has a
+//! - The lease rules (claim, expiry to `uncertain`, burial at the ceiling, renewal, fence, operator
+//!   retry and discard) are the lease queue's ([`crate::lease`], [`crate::lease::NOTIFICATIONS`]):
+//!   every mark is fenced by the claim token, which every move out of `sending` clears, so a sender
+//!   whose lease was taken over changes nothing. No transaction is open across a provider call; each provider call has a
 //!   timeout below the lease.
 //! - At-least-once to the provider: a crash between the provider's answer and the mark leaves the row
 //!   `sending` until its lease ends, then `uncertain`, and the configured [`UncertainPolicy`] decides.

@@ -24,6 +24,7 @@ use super::render::{self, Prepared};
 use super::store::{self, ClaimedDelivery, Mark};
 use super::{DeliveryConfig, DeliveryStatus};
 use crate::ids::NotificationId;
+use crate::lease::Verdict;
 
 /// Time a fast-path send needs besides the provider call itself: the claim, the render and the mark.
 pub const SEND_MARGIN: Duration = Duration::from_secs(2);
@@ -330,10 +331,9 @@ impl Sender {
     }
 
     fn failed(&self, row: &ClaimedDelivery, code: String, retryable: bool) -> DeliveryOutcome {
-        if retryable && row.attempts < self.config.max_attempts {
-            DeliveryOutcome::Retry { id: row.id, code, delay: self.config.backoff.delay(row.attempts) }
-        } else {
-            DeliveryOutcome::Dead { id: row.id, code }
+        match self.config.retry_policy().after_failure(row.attempts, retryable) {
+            Verdict::Retry(delay) => DeliveryOutcome::Retry { id: row.id, code, delay },
+            Verdict::Dead => DeliveryOutcome::Dead { id: row.id, code },
         }
     }
 }

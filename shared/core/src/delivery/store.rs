@@ -2,6 +2,7 @@
 //! one row's lease before its provider call, mark one row (fenced). Each is one statement; claim runs
 //! in its own short transaction.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
@@ -10,29 +11,41 @@ use ulid::Ulid;
 use super::{DeliveryStatus, RecipientKind, UncertainPolicy};
 use crate::db::sql;
 use crate::ids::{ClaimToken, EventId, NotificationId, WorkspaceId};
+use crate::lease::NOTIFICATIONS;
 
 /// `sending` rows whose lease ended: their sender died between claiming and marking, perhaps after
 /// the provider accepted the message. They become `uncertain` (a state that says so) — or `dead`
 /// once they used up the attempt ceiling, so a sender that keeps dying cannot resend for ever.
-const EXPIRE_LEASES: &str = "UPDATE notifications n \
-     SET status = CASE WHEN n.attempts >= $1 THEN 'dead' ELSE 'uncertain' END, claim_token = NULL, \
-         claimed_until = NULL, last_error_code = 'lease_expired', updated_at = now() \
-     FROM (SELECT id FROM notifications WHERE status = 'sending' AND available_at <= now() \
-           ORDER BY available_at LIMIT 100 FOR UPDATE SKIP LOCKED) AS expired \
-     WHERE n.id = expired.id RETURNING n.id, n.status";
+static EXPIRE_LEASES: LazyLock<String> = LazyLock::new(|| {
+    let queue = NOTIFICATIONS;
+    format!(
+        "UPDATE notifications n SET {expiry} \
+         FROM (SELECT id FROM notifications WHERE {expired} \
+               ORDER BY available_at LIMIT 100 FOR UPDATE SKIP LOCKED) AS expired \
+         WHERE n.id = expired.id RETURNING n.id, n.status",
+        expiry = queue.expiry_set("n", "$1"),
+        expired = queue.expired(""),
+    )
+});
 
 /// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
-const CLAIM: &str = "WITH due AS ( \
-         SELECT id, status AS previous_status FROM notifications \
-         WHERE status IN ('pending', 'retry', 'uncertain') AND available_at <= now() \
-           AND ($4 OR status <> 'uncertain') {FILTER} \
-         ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
-     UPDATE notifications n SET status = 'sending', claim_token = $2, attempts = n.attempts + 1, \
-         available_at = now() + $3::float8 * interval '1 millisecond', \
-         claimed_until = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
-     FROM due WHERE n.id = due.id \
-     RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
-         n.recipient_id, n.template, n.attempts, due.previous_status";
+/// `uncertain` rows are due too when `$4` (the policy resends them).
+fn claim_sql(filter: &str) -> String {
+    let queue = NOTIFICATIONS;
+    let uncertain = queue.stored.uncertain.unwrap_or_default();
+    format!(
+        "WITH due AS ( \
+             SELECT id, status AS previous_status FROM notifications \
+             WHERE ({due} OR ($4 AND status = '{uncertain}' AND available_at <= now())) {filter} \
+             ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+         UPDATE notifications n SET {claim} \
+         FROM due WHERE n.id = due.id \
+         RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
+             n.recipient_id, n.template, n.attempts, due.previous_status",
+        due = queue.due(""),
+        claim = queue.claim_set("n", "$2", "$3", None),
+    )
+}
 
 const CLAIM_FILTER_ALL: &str = "AND $5::text IS NULL";
 const CLAIM_FILTER_KEY: &str = "AND idempotency_key = $5";
@@ -83,11 +96,11 @@ pub async fn claim(
     key: Option<&str>,
 ) -> Result<DeliveryClaim, tokio_postgres::Error> {
     let ClaimRules { batch, lease, max_attempts, policy } = rules;
-    let expired = sql::query(client, EXPIRE_LEASES, &[&max_attempts]).await?;
+    let expired = sql::query(client, &EXPIRE_LEASES, &[&max_attempts]).await?;
     let (mut uncertain, mut buried) = (Vec::new(), Vec::new());
     for row in &expired {
         let status: &str = row.get(1);
-        if status == "dead" {
+        if status == NOTIFICATIONS.stored.dead {
             buried.push(row.get(0))
         } else {
             uncertain.push(row.get(0))
@@ -96,9 +109,10 @@ pub async fn claim(
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
     let resend = policy == UncertainPolicy::Resend;
-    let statement =
-        CLAIM.replace("{FILTER}", if key.is_some() { CLAIM_FILTER_KEY } else { CLAIM_FILTER_ALL });
-    let rows = sql::query(client, &statement, &[&batch, &token, &lease_ms, &resend, &key]).await?;
+    static ALL: LazyLock<String> = LazyLock::new(|| claim_sql(CLAIM_FILTER_ALL));
+    static BY_KEY: LazyLock<String> = LazyLock::new(|| claim_sql(CLAIM_FILTER_KEY));
+    let statement: &str = if key.is_some() { &BY_KEY } else { &ALL };
+    let rows = sql::query(client, statement, &[&batch, &token, &lease_ms, &resend, &key]).await?;
     let rows = rows
         .iter()
         .map(|row| {
@@ -114,7 +128,7 @@ pub async fn claim(
                 recipient_id: Ulid::from(recipient_id),
                 template: row.get(7),
                 attempts: row.get(8),
-                resend: previous == "uncertain",
+                resend: Some(previous) == NOTIFICATIONS.stored.uncertain,
             }
         })
         .collect();
@@ -136,10 +150,15 @@ pub struct Mark<'a> {
 /// Renews one claimed row's lease right before its provider call, fenced by the claim token and by
 /// the lease still running: a row whose lease already ended (another claim may have found it and
 /// moved it to `uncertain`, or may do so any moment) is not renewed, and its call is skipped.
-const RENEW: &str = "UPDATE notifications \
-     SET available_at = now() + $3::float8 * interval '1 millisecond', \
-         claimed_until = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
-     WHERE id = $1 AND claim_token = $2 AND status = 'sending' AND claimed_until > now() RETURNING id";
+static RENEW: LazyLock<String> = LazyLock::new(|| {
+    let queue = NOTIFICATIONS;
+    format!(
+        "UPDATE notifications SET {renew} WHERE id = $1 AND {fence} AND {running} RETURNING id",
+        renew = queue.renew_set("$3"),
+        fence = queue.fence("", "$2"),
+        running = queue.lease_running(""),
+    )
+});
 
 /// Renews the lease of one claimed row for `lease` from now; `false` when the claim was taken over
 /// or its lease already ended (then no provider call may start for it).
@@ -150,16 +169,24 @@ pub async fn renew(
     lease: Duration,
 ) -> Result<bool, tokio_postgres::Error> {
     let lease_ms = lease.as_secs_f64() * 1000.0;
-    Ok(!sql::query(client, RENEW, &[&id, &token, &lease_ms]).await?.is_empty())
+    Ok(!sql::query(client, &RENEW, &[&id, &token, &lease_ms]).await?.is_empty())
 }
 
-const MARK: &str = "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \
-         provider_message_id = coalesce($5, provider_message_id), last_error_code = $6, \
-         sent_at = CASE WHEN $3 = 'sent' THEN now() ELSE sent_at END, \
-         available_at = CASE WHEN $3 = 'retry' THEN now() + $7::float8 * interval '1 millisecond' \
-                             ELSE available_at END, \
-         claim_token = NULL, claimed_until = NULL, updated_at = now() \
-     WHERE id = $1 AND claim_token = $2 AND status = 'sending' RETURNING id";
+static MARK: LazyLock<String> = LazyLock::new(|| {
+    let queue = NOTIFICATIONS;
+    format!(
+        "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \
+             provider_message_id = coalesce($5, provider_message_id), last_error_code = $6, \
+             sent_at = CASE WHEN $3 = '{done}' THEN now() ELSE sent_at END, \
+             available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, {release} \
+         WHERE id = $1 AND {fence} RETURNING id",
+        done = queue.stored.done,
+        retry = queue.stored.retry,
+        after = crate::lease::sql::after_ms("$7"),
+        release = queue.release_set(),
+        fence = queue.fence("", "$2"),
+    )
+});
 
 /// Marks one row, fenced by `token`; `false` when the claim was taken over (nothing changed).
 pub async fn mark(
@@ -173,7 +200,7 @@ pub async fn mark(
     let provider_id: Option<String> = mark.provider_message_id.map(|id| id.chars().take(200).collect());
     let rows = sql::query(
         client,
-        MARK,
+        &MARK,
         &[&id, &token, &mark.status.as_str(), &mark.channel, &provider_id, &code, &delay_ms],
     )
     .await?;

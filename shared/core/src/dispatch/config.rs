@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::{bounded, millis, parsed, ConfigError};
-use crate::outbox::{Backoff, Jitter};
+use crate::lease::{Backoff, Jitter, RetryPolicy};
 
 /// How a dispatcher claims, retries and drains. Every field has an environment variable (named on
 /// the field) and a default ([`DispatchConfig::default`]).
@@ -72,6 +72,11 @@ impl Default for DispatchConfig {
 }
 
 impl DispatchConfig {
+    /// The lease queue's retry policy for outbox rows: this backoff up to `max_attempts`.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::backoff(self.backoff, self.max_attempts)
+    }
+
     /// Reads every `CLINIC_DISPATCH_*` variable; unset ones take their default.
     pub fn from_env() -> Result<Self, ConfigError> {
         let defaults = Self::default();

@@ -13,6 +13,7 @@ use super::outcome::{Fate, RowOutcome};
 use super::transport::{Start, StartError, StartResult, Transport};
 use super::{DispatchConfig, DispatchError, ListenSource, StepOutcome, StepReport};
 use crate::ids::EventId;
+use crate::lease::Verdict;
 use crate::listeners::Listener;
 use crate::outbox::{self, Claim, Claimed, DispatchedRow, Failure, FailureMark, StartRecord};
 
@@ -395,11 +396,9 @@ impl Dispatcher {
             };
         }
         let permanent = result.failures.iter().any(|(_, e)| e.permanent);
-        let (fate, next) = if permanent || row.attempts >= self.config.max_attempts {
-            (Fate::Dead { code: code.clone() }, Failure::Dead)
-        } else {
-            let delay = self.config.backoff.delay(row.attempts);
-            (Fate::Retry { delay, code: code.clone() }, Failure::Retry(delay))
+        let (fate, next) = match self.config.retry_policy().after_failure(row.attempts, !permanent) {
+            Verdict::Dead => (Fate::Dead { code: code.clone() }, Failure::Dead),
+            Verdict::Retry(delay) => (Fate::Retry { delay, code: code.clone() }, Failure::Retry(delay)),
         };
         Plan { outcome: outcome(fate), failure: Some(mark(next, &code, message)) }
     }

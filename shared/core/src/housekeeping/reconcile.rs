@@ -118,7 +118,7 @@ impl Job for Reconcile {
 }
 
 /// Takes the overdue unsettled starts (see the module docs, step 1). `$1` due (ms), `$2` batch,
-/// `$3` max restarts.
+/// `$3` max restarts (`{CEILING}`: the lease queue's ceiling rule on `restarts`).
 const TAKE_OVERDUE: &str = "WITH overdue AS ( \
          SELECT s.event_id, s.listener FROM listener_starts s \
          WHERE s.settled_at IS NULL AND s.stuck_at IS NULL \
@@ -128,11 +128,11 @@ const TAKE_OVERDUE: &str = "WITH overdue AS ( \
      ), taken AS ( \
          UPDATE listener_starts s \
          SET settled_at = rc.received_at, \
-             restarts = CASE WHEN rc.received_at IS NULL AND s.restarts < $3 \
+             restarts = CASE WHEN rc.received_at IS NULL AND NOT ({CEILING}) \
                              THEN s.restarts + 1 ELSE s.restarts END, \
-             restarted_at = CASE WHEN rc.received_at IS NULL AND s.restarts < $3 \
+             restarted_at = CASE WHEN rc.received_at IS NULL AND NOT ({CEILING}) \
                                  THEN now() ELSE s.restarted_at END, \
-             stuck_at = CASE WHEN rc.received_at IS NULL AND s.restarts >= $3 THEN now() END \
+             stuck_at = CASE WHEN rc.received_at IS NULL AND {CEILING} THEN now() END \
          FROM overdue o LEFT JOIN listener_receipts rc \
               ON rc.event_id = o.event_id AND rc.listener = o.listener \
          WHERE s.event_id = o.event_id AND s.listener = o.listener \
@@ -165,7 +165,12 @@ const GIVE_BACK: &str = "UPDATE listener_starts s \
 
 fn take_overdue_sql() -> &'static str {
     static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| TAKE_OVERDUE.replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS))
+    SQL.get_or_init(|| {
+        // The lease queue's ceiling rule, on the restarts counter (`$3`: max restarts).
+        TAKE_OVERDUE
+            .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
+            .replace("{CEILING}", &crate::lease::sql::reached("s.restarts", "$3"))
+    })
 }
 
 /// One reconciler pass (see the module docs).

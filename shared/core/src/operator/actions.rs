@@ -20,6 +20,7 @@ use crate::domain::input::{FieldError, Fields};
 use crate::error::{DomainError, DomainResult};
 use crate::events::EventType;
 use crate::ids::{EventId, OperatorActionId, WorkspaceId};
+use crate::lease::operator::OUTBOX_ACTIONS;
 use crate::listeners::{is_routed, listeners, Listener};
 use crate::outbox::OutboxStatus;
 
@@ -141,51 +142,19 @@ const LOCK_ROW: &str = "SELECT o.status, e.type, e.workspace_id \
      WHERE o.event_id = $1 AND ($2::uuid IS NULL OR e.workspace_id = $2) \
      FOR UPDATE OF o";
 
-/// A fresh attempt budget (`attempts = 0`): a row that died at the ceiling would otherwise be buried
-/// again by the next claim (`attempts_exhausted`) without a single start. The attempts it spent stay
-/// in `outbox_history` (one row per failure and the burial) and the action in `operator_actions`; the
-/// last error stays on the row until the next attempt replaces it.
-const RETRY: &str = "UPDATE event_outbox \
-     SET status = 'pending', attempts = 0, available_at = now(), claim_token = NULL, claimed_by = NULL, \
-         claimed_until = NULL, updated_at = now() \
-     WHERE event_id = $1";
-
-/// A fresh attempt budget, like [`RETRY`].
-const REPLAY: &str = "UPDATE event_outbox \
-     SET status = 'pending', attempts = 0, only_listeners = $2, available_at = now(), claim_token = NULL, \
-         claimed_by = NULL, claimed_until = NULL, updated_at = now() \
-     WHERE event_id = $1";
-
 /// The starts of replayed listeners are forgotten, or the claim would skip them as already started.
 const FORGET_STARTS: &str = "DELETE FROM listener_starts \
      WHERE event_id = $1 AND ($2::text[] IS NULL OR listener = ANY ($2))";
-
-const DISCARD: &str = "UPDATE event_outbox SET status = 'discarded', updated_at = now() WHERE event_id = $1";
 
 const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      (id, workspace_id, event_id, action, actor, reason, status_before, status_after, listeners, batch_id) \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
      RETURNING created_at";
 
-/// The statuses `action` accepts (what a bulk action selects by default).
-pub(super) fn accepted(action: ActionKind) -> &'static [OutboxStatus] {
-    match action {
-        ActionKind::Retry => &[OutboxStatus::Dead, OutboxStatus::Retry],
-        ActionKind::Replay => &[OutboxStatus::Dispatched],
-        ActionKind::Discard => &[OutboxStatus::Dead],
-    }
-}
-
-fn accepts(action: ActionKind, status: OutboxStatus) -> bool {
-    accepted(action).contains(&status)
-}
-
-fn accepted_statuses(action: ActionKind) -> &'static str {
-    match action {
-        ActionKind::Retry => "dead or retry",
-        ActionKind::Replay => "dispatched",
-        ActionKind::Discard => "dead",
-    }
+/// The statuses `action` accepts (what a bulk action selects by default): the lease queue's
+/// [`OUTBOX_ACTIONS`].
+pub(super) fn accepted(action: ActionKind) -> Vec<OutboxStatus> {
+    OUTBOX_ACTIONS.accepted_statuses(action).into_iter().filter_map(OutboxStatus::parse).collect()
 }
 
 /// Performs `request` on the outbox row of `event_id` and records it, on the caller's transaction
@@ -217,27 +186,17 @@ pub async fn perform_in_batch(
     let status_name: String = row.get(0);
     let type_name: String = row.get(1);
     let workspace_id: WorkspaceId = row.get(2);
-    let before = OutboxStatus::parse(&status_name).ok_or_else(|| {
-        DomainError::Conflict(format!("the outbox row has an unknown status {status_name}"))
-    })?;
-    if !accepts(request.action, before) {
-        return Err(DomainError::Conflict(format!(
-            "cannot {} an outbox row that is {}; {} needs a {} row",
-            request.action,
-            before.as_str(),
-            request.action,
-            accepted_statuses(request.action)
-        )));
-    }
-
-    let (after, replayed) = match request.action {
-        ActionKind::Retry => {
-            sql::execute(tx, RETRY, &[&event_id]).await?;
-            (OutboxStatus::Pending, None)
-        }
-        ActionKind::Discard => {
-            sql::execute(tx, DISCARD, &[&event_id]).await?;
-            (OutboxStatus::Discarded, None)
+    // The state check and the change (a fresh attempt budget for retry and replay) are the lease
+    // queue's, written once for every queue: a retry at the ceiling always leads to an attempt, so
+    // the claim never buries a row an operator just re-queued; the spent attempts stay in
+    // `outbox_history`, the action in `operator_actions`.
+    let decision = OUTBOX_ACTIONS.decide(request.action, &status_name)?;
+    let (before, after) = (decision.before, decision.after);
+    let replayed = match request.action {
+        ActionKind::Retry | ActionKind::Discard => {
+            let statement = format!("UPDATE event_outbox SET {} WHERE event_id = $1", decision.set);
+            sql::execute(tx, &statement, &[&event_id]).await?;
+            None
         }
         ActionKind::Replay => {
             let event_type = EventType::parse(&type_name).ok_or_else(|| {
@@ -247,8 +206,10 @@ pub async fn perform_in_batch(
             let only: Option<Vec<&str>> =
                 request.listeners.as_ref().map(|named| named.iter().map(|l| l.as_str()).collect());
             sql::execute(tx, FORGET_STARTS, &[&event_id, &only]).await?;
-            sql::execute(tx, REPLAY, &[&event_id, &only]).await?;
-            (OutboxStatus::Pending, Some(replayed))
+            let statement =
+                format!("UPDATE event_outbox SET only_listeners = $2, {} WHERE event_id = $1", decision.set);
+            sql::execute(tx, &statement, &[&event_id, &only]).await?;
+            Some(replayed)
         }
     };
 
@@ -265,8 +226,8 @@ pub async fn perform_in_batch(
             &request.action.as_str(),
             &operator.as_str(),
             &request.reason.as_str(),
-            &before.as_str(),
-            &after.as_str(),
+            &before,
+            &after,
             &listener_names,
             &batch.map(uuid::Uuid::from),
         ],
@@ -276,8 +237,8 @@ pub async fn perform_in_batch(
         action_id = %id,
         event_id = %event_id,
         action = request.action.as_str(),
-        status_before = before.as_str(),
-        status_after = after.as_str(),
+        status_before = before,
+        status_after = after,
         "operator action recorded"
     );
     Ok(ActionRecord {
@@ -287,8 +248,8 @@ pub async fn perform_in_batch(
         event_type: type_name,
         action: request.action,
         actor: operator.as_str().to_owned(),
-        status_before: before.as_str().to_owned(),
-        status_after: after.as_str().to_owned(),
+        status_before: before.to_owned(),
+        status_after: after.to_owned(),
         listeners: listener_names.map(|names| names.into_iter().map(str::to_owned).collect()),
         batch_id: batch,
         created_at: inserted.get(0),
@@ -424,8 +385,6 @@ mod tests {
     #[test]
     fn each_action_accepts_its_statuses_only() {
         use OutboxStatus::*;
-        let accepted =
-            |action| OutboxStatus::ALL.iter().copied().filter(|s| accepts(action, *s)).collect::<Vec<_>>();
         assert_eq!(accepted(ActionKind::Retry), vec![Retry, Dead]);
         assert_eq!(accepted(ActionKind::Replay), vec![Dispatched]);
         assert_eq!(accepted(ActionKind::Discard), vec![Dead]);

@@ -130,7 +130,8 @@ pub async fn run(
         .into());
     }
     let action = request.action.action;
-    let params = request.filter.params(Some(accepted(action)));
+    let accepted = accepted(action);
+    let params = request.filter.params(Some(&accepted));
     let matched = count(&*client, &params).await?;
     let sample = targets(&*client, &params, None, SAMPLE).await?;
     let mut answer = BulkAnswer {

@@ -15,8 +15,11 @@ use crate::listeners::{routed, Listener};
 fn claim_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
     SQL.get_or_init(|| {
+        let queue = crate::lease::OUTBOX;
         include_str!("claim.sql")
-            .replace("{DUE}", super::due::DUE)
+            .replace("{DUE}", &queue.due(""))
+            .replace("{CLAIM_OR_BURY}", &queue.claim_or_bury_set("o", "$5", "$2::uuid", "$4", Some("$3")))
+            .replace("{DEAD}", &format!("'{}'", queue.stored.dead))
             .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
             .replace("{SUBSCRIBED_TO_E}", &crate::webhooks::fanout::SUBSCRIBED.replace("$2::text", "e.type"))
     })

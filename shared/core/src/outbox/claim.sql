@@ -6,6 +6,8 @@
 -- ones start again. A row whose attempts already reached the
 -- ceiling ($5) — its last attempt's dispatcher died before marking it — is buried (`dead`,
 -- `attempts_exhausted`) here instead of being claimed again, so lease expiry cannot loop forever.
+-- {DUE}, {CLAIM_OR_BURY} and {DEAD} are the lease queue's rules for `event_outbox` (crate::lease):
+-- the due predicate, and per column the burial at the ceiling or the claim (token, lease, attempts + 1).
 -- Every row returns its workspace's paused listeners, read once per claim (a tiny table, hashed),
 -- not once per row, and whether a webhook endpoint of its workspace that collects deliveries (enabled,
 -- or off for less than webhooks::fanout::HOLD_DAYS) subscribes to its type (the fan-out starts only then).
@@ -32,23 +34,11 @@ WITH relaxed AS MATERIALIZED (
     SELECT workspace_id, array_agg(listener) AS listeners FROM listener_pauses GROUP BY workspace_id
 )
 UPDATE event_outbox o
-SET status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END,
-    claim_token = CASE WHEN o.attempts >= $5 THEN NULL ELSE $2::uuid END,
-    claimed_by = $3,
-    available_at = CASE WHEN o.attempts >= $5 THEN o.available_at
-                        ELSE now() + $4::float8 * interval '1 millisecond' END,
-    claimed_until = CASE WHEN o.attempts >= $5 THEN NULL
-                         ELSE now() + $4::float8 * interval '1 millisecond' END,
-    attempts = CASE WHEN o.attempts >= $5 THEN o.attempts ELSE o.attempts + 1 END,
-    last_error_code = CASE WHEN o.attempts >= $5 THEN 'attempts_exhausted' ELSE o.last_error_code END,
-    last_error = CASE WHEN o.attempts >= $5
-                      THEN 'reclaimed after its lease with the attempt ceiling reached'
-                      ELSE o.last_error END,
-    updated_at = now()
+SET {CLAIM_OR_BURY}
 FROM relaxed, due JOIN events e ON e.id = due.event_id LEFT JOIN paused p ON p.workspace_id = e.workspace_id
 WHERE o.event_id = due.event_id
 RETURNING o.attempts,
-          CASE WHEN o.status = 'dead' THEN 'buried' ELSE due.previous_status END,
+          CASE WHEN o.status = {DEAD} THEN 'buried' ELSE due.previous_status END,
           o.only_listeners,
           CASE WHEN o.attempts > 1 OR o.last_error_code IS NOT NULL THEN
               ARRAY(SELECT s.listener FROM listener_starts s WHERE s.event_id = o.event_id)

@@ -10,6 +10,7 @@
 //!   are mostly dead ones every claim adds and its mark leaves until VACUUM: measured, 8,361
 //!   buffers and 4–17 ms per mark with 1.4 million dead tuples, which halved a sustained drain.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use deadpool_postgres::GenericClient;
@@ -22,12 +23,17 @@ use crate::listeners::Listener;
 /// off, for that transaction only). A mark lost in a server crash leaves the row `claimed` until its
 /// lease ends; it is then claimed and started again, a duplicate that receipts absorb — while waiting
 /// for the flush would cost a disk sync per batch.
-const MARK_DISPATCHED: &str = "UPDATE event_outbox \
-     SET status = 'dispatched', dispatched_at = now(), updated_at = now(), \
-         claim_token = NULL, claimed_until = NULL \
-     FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed \
-     WHERE event_id = ANY($1) AND claim_token = $2 \
-     RETURNING event_id";
+static MARK_DISPATCHED: LazyLock<String> = LazyLock::new(|| {
+    let queue = crate::lease::OUTBOX;
+    format!(
+        "UPDATE event_outbox SET status = '{done}', dispatched_at = now(), {release} \
+         FROM (SELECT set_config('synchronous_commit', 'off', true)) AS relaxed \
+         WHERE event_id = ANY($1) AND {fence} RETURNING event_id",
+        done = queue.stored.done,
+        release = queue.release_set(),
+        fence = queue.fence("", "$2"),
+    )
+});
 
 /// The same mark, recording on each row the listeners this attempt started whose receipt is not in
 /// yet (`awaiting`, custody until receipt: V10). `$3` runs parallel to `$1`: each row's started
@@ -36,20 +42,27 @@ const MARK_DISPATCHED: &str = "UPDATE event_outbox \
 /// receipt trigger removes the others as they commit. A row that still awaits listeners from an
 /// earlier dispatch (an operator replay of some of them) keeps those. One statement and no row
 /// inserted, whatever the batch holds.
-const MARK_DISPATCHED_AWAITING: &str = "WITH relaxed AS MATERIALIZED ( \
-         SELECT set_config('synchronous_commit', 'off', true) \
-     ) \
-     UPDATE event_outbox o \
-     SET status = 'dispatched', dispatched_at = now(), updated_at = now(), \
-         claim_token = NULL, claimed_until = NULL, \
-         awaiting = CASE WHEN d.listeners IS NULL THEN o.awaiting ELSE nullif(ARRAY( \
-             SELECT DISTINCT a.listener \
-             FROM unnest(coalesce(o.awaiting, '{}') || string_to_array(d.listeners, ',')) AS a (listener) \
-             WHERE NOT EXISTS (SELECT 1 FROM listener_receipts r \
-                               WHERE r.listener = a.listener AND r.event_id = o.event_id)), '{}') END \
-     FROM relaxed, unnest($1::uuid[], $3::text[]) AS d (event_id, listeners) \
-     WHERE o.event_id = d.event_id AND o.claim_token = $2 \
-     RETURNING o.event_id";
+static MARK_DISPATCHED_AWAITING: LazyLock<String> = LazyLock::new(|| {
+    let queue = crate::lease::OUTBOX;
+    format!(
+        "WITH relaxed AS MATERIALIZED ( \
+             SELECT set_config('synchronous_commit', 'off', true) \
+         ) \
+         UPDATE event_outbox o \
+         SET status = '{done}', dispatched_at = now(), {release}, \
+             awaiting = CASE WHEN d.listeners IS NULL THEN o.awaiting ELSE nullif(ARRAY( \
+                 SELECT DISTINCT a.listener \
+                 FROM unnest(coalesce(o.awaiting, '{{}}') || string_to_array(d.listeners, ',')) AS a (listener) \
+                 WHERE NOT EXISTS (SELECT 1 FROM listener_receipts r \
+                                   WHERE r.listener = a.listener AND r.event_id = o.event_id)), '{{}}') END \
+         FROM relaxed, unnest($1::uuid[], $3::text[]) AS d (event_id, listeners) \
+         WHERE o.event_id = d.event_id AND {fence} \
+         RETURNING o.event_id",
+        done = queue.stored.done,
+        release = queue.release_set(),
+        fence = queue.fence("o", "$2"),
+    )
+});
 
 const RECORD_STARTS: &str =
     "INSERT INTO listener_starts (event_id, listener, transport_message_id, settled_at) \
@@ -62,18 +75,26 @@ const RECORD_STARTS: &str =
 
 /// `f.spend` false (a hold): the claim's attempt is given back, so an outage or a type unknown to
 /// this build never brings a row closer to `dead`.
-const MARK_FAILED: &str = "UPDATE event_outbox o \
-     SET status = f.status, \
-         attempts = CASE WHEN f.spend THEN o.attempts ELSE greatest(o.attempts - 1, 0) END, \
-         available_at = CASE WHEN f.status = 'retry' \
-                             THEN now() + f.delay_ms * interval '1 millisecond' \
-                             ELSE o.available_at END, \
-         claim_token = NULL, claimed_until = NULL, \
-         last_error_code = f.code, last_error = f.message, updated_at = now() \
-     FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::bool[]) \
-          AS f (event_id, status, delay_ms, code, message, spend) \
-     WHERE o.event_id = f.event_id AND o.claim_token = $1 \
-     RETURNING o.event_id";
+static MARK_FAILED: LazyLock<String> = LazyLock::new(|| {
+    let queue = crate::lease::OUTBOX;
+    format!(
+        "UPDATE event_outbox o \
+         SET status = f.status, \
+             attempts = CASE WHEN f.spend THEN o.attempts ELSE {give_back} END, \
+             available_at = CASE WHEN f.status = '{retry}' \
+                                 THEN {after} ELSE o.available_at END, \
+             last_error_code = f.code, last_error = f.message, {release} \
+         FROM unnest($2::uuid[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::bool[]) \
+              AS f (event_id, status, delay_ms, code, message, spend) \
+         WHERE o.event_id = f.event_id AND {fence} \
+         RETURNING o.event_id",
+        give_back = queue.give_back("o"),
+        retry = queue.stored.retry,
+        after = crate::lease::sql::after_ms("f.delay_ms"),
+        release = queue.release_set(),
+        fence = queue.fence("o", "$1"),
+    )
+});
 
 /// The longest error text kept in `last_error`.
 pub const MAX_ERROR_CHARS: usize = 1000;
@@ -88,7 +109,7 @@ pub async fn mark_dispatched(
     if event_ids.is_empty() {
         return Ok(Vec::new());
     }
-    let rows = sql::query(client, MARK_DISPATCHED, &[&event_ids, &token]).await?;
+    let rows = sql::query(client, &MARK_DISPATCHED, &[&event_ids, &token]).await?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
 
@@ -119,7 +140,7 @@ pub async fn mark_dispatched_awaiting(
                 .then(|| row.awaiting.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(","))
         })
         .collect();
-    let marked = sql::query(client, MARK_DISPATCHED_AWAITING, &[&ids, &token, &listeners]).await?;
+    let marked = sql::query(client, &MARK_DISPATCHED_AWAITING, &[&ids, &token, &listeners]).await?;
     Ok(marked.iter().map(|row| row.get(0)).collect())
 }
 
@@ -187,8 +208,8 @@ pub async fn mark_failed(
     let statuses: Vec<&str> = marks
         .iter()
         .map(|m| match m.next {
-            Failure::Retry(_) | Failure::Hold(_) => "retry",
-            Failure::Dead => "dead",
+            Failure::Retry(_) | Failure::Hold(_) => crate::lease::OUTBOX.stored.retry,
+            Failure::Dead => crate::lease::OUTBOX.stored.dead,
         })
         .collect();
     let delays: Vec<f64> = marks
@@ -203,7 +224,7 @@ pub async fn mark_failed(
     let messages: Vec<String> =
         marks.iter().map(|m| m.message.chars().take(MAX_ERROR_CHARS).collect()).collect();
     let rows =
-        sql::query(client, MARK_FAILED, &[&token, &ids, &statuses, &delays, &codes, &messages, &spend])
+        sql::query(client, &MARK_FAILED, &[&token, &ids, &statuses, &delays, &codes, &messages, &spend])
             .await?;
     Ok(rows.iter().map(|row| row.get(0)).collect())
 }
@@ -299,13 +320,13 @@ mod tests {
         ]
         .join(", ");
         for (name, statement, arguments) in [
-            ("mark_dispatched", MARK_DISPATCHED, format!("{ids}, {TOKEN}")),
+            ("mark_dispatched", &*MARK_DISPATCHED, format!("{ids}, {TOKEN}")),
             (
                 "mark_dispatched_awaiting",
-                MARK_DISPATCHED_AWAITING,
+                &*MARK_DISPATCHED_AWAITING,
                 format!("{ids}, {TOKEN}, {}", hundred("'notifications'::text")),
             ),
-            ("mark_failed", MARK_FAILED, format!("{TOKEN}, {ids}, {failures}")),
+            ("mark_failed", &*MARK_FAILED, format!("{TOKEN}, {ids}, {failures}")),
         ] {
             for generic in [true, false] {
                 let plan = plan(&client, statement, &arguments, generic).await;

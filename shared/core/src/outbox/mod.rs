@@ -1,6 +1,11 @@
 //! The transactional outbox: one `event_outbox` row per event, moved through a small state machine.
 //!
-//! Which rows are live and due is defined once, in [`due`]. `available_at` is the single "due" clock
+//! `event_outbox` is a lease queue ([`crate::lease`], [`crate::lease::OUTBOX`]): the claim's SET
+//! clause and its burial at the ceiling, the fenced marks, the hold (attempt given back) and the
+//! operator retry/replay/discard are built from the lease module's pieces; the backoff is its
+//! [`crate::lease::RetryPolicy`].
+//!
+//! Which rows are live and due is defined once, in [`due`] (checked equal to the lease rule). `available_at` is the single "due" clock
 //! of every live status (creation time for `pending`, backoff end for `retry`, lease end for
 //! `claimed`), so one partial index (`event_outbox_due_idx`) answers the claim scan however much
 //! history accumulates.
@@ -50,14 +55,14 @@
 //! - `last_error_code` / `last_error` come from transports and listeners and hold ids and codes only,
 //!   never health data.
 
-mod backoff;
 mod claim;
 pub mod due;
 mod hold;
 mod mark;
 pub mod waiters;
 
-pub use backoff::{Backoff, Jitter};
+/// The outbox's backoff is the lease queue's ([`crate::lease`]).
+pub use crate::lease::{Backoff, Jitter};
 pub use claim::{claim, claim_above, claim_with_ceiling, Buried, Claim, Claimed, Unreadable};
 pub use due::{DUE, LIVE, LIVE_STATUSES};
 pub use hold::{HELD_CODE, HOLD_RECHECK};

@@ -15,7 +15,9 @@
 //!   endpoint's row) under a key kept outside the database; only create/rotate seal and the sender
 //!   opens.
 //!
-//! `webhook_deliveries` is a small outbox of its own:
+//! `webhook_deliveries` is a lease queue ([`crate::lease`], [`crate::lease::WEBHOOK_DELIVERIES`]:
+//! `failed` is the lifecycle's `dead`; the claim, the fence, the burial at the ceiling and the fresh
+//! budget of a recover are the lease module's pieces; the schedule is a [`crate::lease::RetryPolicy`]):
 //!
 //! | status      | moved in by | moved out by |
 //! |-------------|-------------|--------------|

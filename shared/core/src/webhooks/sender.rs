@@ -46,6 +46,7 @@ use super::store::{self, AttemptRecord, Claimed, Next};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
+use crate::lease::{RetryPolicy, Verdict};
 use crate::listeners::{Listener, ListenerOutcome};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
@@ -63,8 +64,10 @@ pub const SCHEDULE: [Duration; 7] = [
     Duration::from_secs(10 * 3600),
     Duration::from_secs(10 * 3600),
 ];
+/// The deliveries' retry policy: the fixed [`SCHEDULE`].
+pub const RETRY_POLICY: RetryPolicy = RetryPolicy::schedule(&SCHEDULE);
 /// Attempts in all: the first and one per step of [`SCHEDULE`].
-pub const MAX_ATTEMPTS: i32 = SCHEDULE.len() as i32 + 1;
+pub const MAX_ATTEMPTS: i32 = RETRY_POLICY.ceiling;
 /// At most this many attempts of one endpoint are in flight (leased) at once.
 pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
 /// Time kept beyond one attempt's bound for the claim and the mark (database round trips).
@@ -197,10 +200,10 @@ pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Durati
         Some(code @ 400..=499) if code != 408 && code != 429 => return Next::Failed,
         _ => {}
     }
-    let Some(step) = usize::try_from(attempts - 1).ok().and_then(|i| SCHEDULE.get(i)) else {
+    let Verdict::Retry(step) = RETRY_POLICY.after_failure(attempts, true) else {
         return Next::Failed;
     };
-    let delay = retry_after.map_or(*step, |asked| asked.min(MAX_RETRY_AFTER).max(*step));
+    let delay = retry_after.map_or(step, |asked| asked.min(MAX_RETRY_AFTER).max(step));
     Next::Retry { after_ms: delay.as_secs_f64() * 1000.0 }
 }
 

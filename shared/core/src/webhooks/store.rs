@@ -1,6 +1,8 @@
 //! `webhook_deliveries` and `webhook_attempts`: claim, mark (fenced), recover, list. Every statement
 //! on these tables lives here.
 
+use std::sync::LazyLock;
+
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use serde::Serialize;
@@ -8,6 +10,9 @@ use serde::Serialize;
 use crate::db::sql;
 use crate::error::DomainResult;
 use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
+use crate::lease::operator::WEBHOOK_ACTIONS;
+use crate::lease::WEBHOOK_DELIVERIES;
+use crate::operator::ActionKind;
 
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,23 +31,31 @@ pub struct Claimed {
 /// after the fan-out), `$5` is the attempt ceiling, `$6` the cap of attempts in flight per endpoint:
 /// an endpoint's due rows are ranked oldest first and only as many are taken as its leased `sending`
 /// rows leave room for, so one receiver that never answers holds at most `$6` of the batch.
-const CLAIM: &str = "WITH in_flight AS ( \
-       SELECT endpoint_id, count(*) AS leased FROM webhook_deliveries \
-       WHERE status = 'sending' AND available_at > now() GROUP BY endpoint_id), \
-     ranked AS ( \
-       SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.available_at, d.id) \
-                    + COALESCE(f.leased, 0) AS slot \
-       FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
-       LEFT JOIN in_flight f ON f.endpoint_id = d.endpoint_id \
-       WHERE d.status IN ('pending', 'retry', 'sending') AND d.available_at <= now() \
-         AND ($4::uuid IS NULL OR d.event_id = $4) AND d.attempts < $5), \
-     due AS ( \
-       SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6 \
-       ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
-     UPDATE webhook_deliveries d SET status = 'sending', claim_token = $2, attempts = d.attempts + 1, \
-       available_at = now() + $3::float8 * interval '1 millisecond', updated_at = now() \
-     FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
-     RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url";
+static CLAIM: LazyLock<String> = LazyLock::new(|| {
+    let queue = WEBHOOK_DELIVERIES;
+    format!(
+        "WITH in_flight AS ( \
+           SELECT endpoint_id, count(*) AS leased FROM webhook_deliveries \
+           WHERE status = '{leased}' AND {running} GROUP BY endpoint_id), \
+         ranked AS ( \
+           SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.available_at, d.id) \
+                        + COALESCE(f.leased, 0) AS slot \
+           FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
+           LEFT JOIN in_flight f ON f.endpoint_id = d.endpoint_id \
+           WHERE {due} AND ($4::uuid IS NULL OR d.event_id = $4) AND NOT ({exhausted})), \
+         due AS ( \
+           SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6 \
+           ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
+         UPDATE webhook_deliveries d SET {claim} \
+         FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
+         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url",
+        leased = queue.stored.leased,
+        running = queue.lease_running(""),
+        due = queue.due("d"),
+        exhausted = queue.exhausted("d", "$5"),
+        claim = queue.claim_set("d", "$2", "$3", None),
+    )
+});
 
 pub async fn claim(
     client: &impl GenericClient,
@@ -54,7 +67,7 @@ pub async fn claim(
     per_endpoint: i64,
 ) -> Result<Vec<Claimed>, tokio_postgres::Error> {
     let rows =
-        sql::query(client, CLAIM, &[&batch, &token, &lease_ms, &event, &ceiling, &per_endpoint]).await?;
+        sql::query(client, &CLAIM, &[&batch, &token, &lease_ms, &event, &ceiling, &per_endpoint]).await?;
     Ok(rows
         .iter()
         .map(|row| Claimed {
@@ -69,12 +82,18 @@ pub async fn claim(
 }
 
 /// A `sending` row whose sender died on its last allowed attempt: failed, not claimed again.
-const EXHAUSTED: &str = "UPDATE webhook_deliveries SET status = 'failed', claim_token = NULL, \
-       last_error_code = 'attempts_exhausted', updated_at = now() \
-     WHERE status = 'sending' AND available_at <= now() AND attempts >= $1";
+static EXHAUSTED: LazyLock<String> = LazyLock::new(|| {
+    let queue = WEBHOOK_DELIVERIES;
+    format!(
+        "UPDATE webhook_deliveries SET {bury} WHERE {expired} AND {exhausted}",
+        bury = queue.bury_set(),
+        expired = queue.expired(""),
+        exhausted = queue.exhausted("", "$1"),
+    )
+});
 
 pub async fn fail_exhausted(client: &impl GenericClient, ceiling: i32) -> Result<u64, tokio_postgres::Error> {
-    sql::execute(client, EXHAUSTED, &[&ceiling]).await
+    sql::execute(client, &EXHAUSTED, &[&ceiling]).await
 }
 
 /// One attempt's result, recorded as an attempt row and folded into the delivery.
@@ -91,11 +110,21 @@ const INSERT_ATTEMPT: &str = "INSERT INTO webhook_attempts \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
 
 /// The delivery's next status after an attempt, fenced by the claim token.
-const MARK: &str = "UPDATE webhook_deliveries SET status = $3, claim_token = NULL, \
-       available_at = CASE WHEN $3 = 'retry' THEN now() + $4::float8 * interval '1 millisecond' ELSE available_at END, \
-       last_status = $5, last_error_code = $6, \
-       delivered_at = CASE WHEN $3 = 'delivered' THEN now() ELSE delivered_at END, updated_at = now() \
-     WHERE id = $1 AND claim_token = $2 AND status = 'sending'";
+static MARK: LazyLock<String> = LazyLock::new(|| {
+    let queue = WEBHOOK_DELIVERIES;
+    format!(
+        "UPDATE webhook_deliveries SET status = $3, \
+           available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, \
+           last_status = $5, last_error_code = $6, \
+           delivered_at = CASE WHEN $3 = '{done}' THEN now() ELSE delivered_at END, {release} \
+         WHERE id = $1 AND {fence}",
+        retry = queue.stored.retry,
+        after = crate::lease::sql::after_ms("$4"),
+        done = queue.stored.done,
+        release = queue.release_set(),
+        fence = queue.fence("", "$2"),
+    )
+});
 
 /// Where a delivery goes after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,13 +161,13 @@ pub async fn mark(
     )
     .await?;
     let (status, after) = match next {
-        Next::Delivered => ("delivered", 0.0),
-        Next::Retry { after_ms } => ("retry", after_ms),
-        Next::Failed => ("failed", 0.0),
+        Next::Delivered => (WEBHOOK_DELIVERIES.stored.done, 0.0),
+        Next::Retry { after_ms } => (WEBHOOK_DELIVERIES.stored.retry, after_ms),
+        Next::Failed => (WEBHOOK_DELIVERIES.stored.dead, 0.0),
     };
     let marked = sql::execute(
         client,
-        MARK,
+        &MARK,
         &[&claimed.id, &token, &status, &after, &attempt.status_code, &attempt.error_code],
     )
     .await?;
@@ -172,12 +201,20 @@ pub async fn auto_disable(
     Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
-const RECOVER: &str =
-    "UPDATE webhook_deliveries d SET status = 'pending', attempts = 0, available_at = now(), \
-       claim_token = NULL, updated_at = now() \
-     FROM webhook_endpoints w \
-     WHERE w.id = d.endpoint_id AND w.workspace_id = $1 AND d.endpoint_id = $2 \
-       AND d.status = 'failed' AND d.created_at >= $3";
+/// An operator retry (the lease queue's, [`WEBHOOK_ACTIONS`]: a fresh attempt budget) of every
+/// delivery of the endpoint created since `$3` in a status a retry accepts (`failed`).
+static RECOVER: LazyLock<String> = LazyLock::new(|| {
+    let accepted: Vec<String> =
+        WEBHOOK_ACTIONS.accepted_statuses(ActionKind::Retry).iter().map(|name| format!("'{name}'")).collect();
+    format!(
+        "UPDATE webhook_deliveries d SET {retry} \
+         FROM webhook_endpoints w \
+         WHERE w.id = d.endpoint_id AND w.workspace_id = $1 AND d.endpoint_id = $2 \
+           AND d.status IN ({accepted}) AND d.created_at >= $3",
+        retry = WEBHOOK_DELIVERIES.retry_set(),
+        accepted = accepted.join(", "),
+    )
+});
 
 /// Makes every failed delivery of the endpoint created since `since` pending again (same id).
 pub async fn recover(
@@ -186,7 +223,7 @@ pub async fn recover(
     endpoint: WebhookEndpointId,
     since: DateTime<Utc>,
 ) -> Result<u64, tokio_postgres::Error> {
-    sql::execute(client, RECOVER, &[&workspace, &endpoint, &since]).await
+    sql::execute(client, &RECOVER, &[&workspace, &endpoint, &since]).await
 }
 
 /// One delivery as listed (ids, codes and counters only).

@@ -13,21 +13,18 @@ use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 
-use super::outbox::OPERATOR_ACTION;
+use super::acted::Acted;
 use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
-use crate::unit_of_work::{Answer, Mutation};
+use crate::unit_of_work::Mutation;
 use crate::AppState;
-use clinic_core::db::Tx;
-use clinic_core::delivery::admin::{self, DeliveryActionRecord};
+use clinic_core::delivery::admin::{self};
 use clinic_core::delivery::DeliveryStatus;
-use clinic_core::error::DomainResult;
-use clinic_core::ids::{MemberId, NotificationId, OperatorActionId};
+use clinic_core::ids::{MemberId, NotificationId};
 use clinic_core::operator::{ActionKind, ActionRequest, Operator};
 
 pub async fn list(
@@ -46,25 +43,6 @@ pub async fn list(
     let conn = state.pool.get().await?;
     let items = admin::list(&conn, Some(caller.workspace_id), status, before, page.limit).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
-}
-
-/// The answer of a delivery action: its audit record (a replay reads it back by its id).
-pub struct Acted(DeliveryActionRecord);
-
-impl Answer for Acted {
-    const RESOURCE: &'static str = OPERATOR_ACTION;
-
-    fn resource_id(&self) -> uuid::Uuid {
-        self.0.id.uuid()
-    }
-
-    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
-        Ok(admin::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?.map(Acted))
-    }
-
-    fn respond(self, status: StatusCode) -> Response {
-        (status, Json(self.0)).into_response()
-    }
 }
 
 async fn act(raw_id: String, request: Mutation, action: ActionKind) -> Result<Response, ApiError> {

@@ -1,6 +1,7 @@
 //! Route handlers, one module per resource. Handlers parse, authorise, pass their use case to the
 //! unit of work ([`super::unit_of_work::Mutation::run`]), and answer; they hold no business rules.
 
+pub mod acted;
 pub mod appointments;
 pub mod console;
 pub mod contract;

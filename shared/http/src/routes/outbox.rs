@@ -25,20 +25,15 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
+use super::acted::Acted;
 use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
-use crate::unit_of_work::{Answer, Mutation};
+use crate::unit_of_work::Mutation;
 use crate::AppState;
-use clinic_core::db::Tx;
-use clinic_core::error::DomainResult;
-use clinic_core::ids::{EventId, MemberId, OperatorActionId};
-use clinic_core::operator::{self, ActionKind, ActionRecord, ActionRequest, Operator, OutboxFilter};
-
-/// The idempotency keys' name for an operator action's audit record (`operator_actions`,
-/// `listener_pause_actions`, or a bulk request's batch).
-pub(crate) const OPERATOR_ACTION: &str = "operator_action";
+use clinic_core::ids::{EventId, MemberId};
+use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
 
 pub async fn list(
     State(state): State<AppState>,
@@ -86,25 +81,6 @@ pub async fn unsettled(
     )
     .await?;
     Ok(Json(json!({ "items": items })).into_response())
-}
-
-/// The answer of an operator action: its audit record (a replay reads it back by its id).
-pub struct Acted(ActionRecord);
-
-impl Answer for Acted {
-    const RESOURCE: &'static str = OPERATOR_ACTION;
-
-    fn resource_id(&self) -> uuid::Uuid {
-        self.0.id.uuid()
-    }
-
-    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
-        Ok(operator::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?.map(Acted))
-    }
-
-    fn respond(self, status: StatusCode) -> Response {
-        (status, Json(self.0)).into_response()
-    }
 }
 
 async fn act(raw_id: String, request: Mutation, action: ActionKind) -> Result<Response, ApiError> {

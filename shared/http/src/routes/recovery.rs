@@ -32,7 +32,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use super::outbox::OPERATOR_ACTION;
+use super::acted::{Acted, OPERATOR_ACTION};
 use super::path_id;
 use crate::auth::Caller;
 use crate::problem::ApiError;
@@ -42,9 +42,8 @@ use clinic_core::db::Tx;
 use clinic_core::domain::input::{self, integer, FieldError, Fields};
 use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::events::EventType;
-use clinic_core::ids::{EventId, MemberId, OperatorActionId};
+use clinic_core::ids::{EventId, MemberId};
 use clinic_core::listeners::{listeners, Listener};
-use clinic_core::operator::pause::PauseRecord;
 use clinic_core::operator::{
     self, bulk, pause, ActionKind, ActionRequest, BulkAnswer, BulkRequest, Operator, OutboxFilter, Reason,
 };
@@ -221,26 +220,6 @@ pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Res
     Ok(Json(json!({ "items": items })).into_response())
 }
 
-/// The answer of a pause or resume: its audit record (a replay reads it back by its id).
-pub struct PauseActed(PauseRecord);
-
-impl Answer for PauseActed {
-    const RESOURCE: &'static str = OPERATOR_ACTION;
-
-    fn resource_id(&self) -> uuid::Uuid {
-        self.0.id.uuid()
-    }
-
-    async fn reload(tx: &Tx<'_>, caller: &Caller, id: uuid::Uuid) -> DomainResult<Option<Self>> {
-        let record = pause::recorded(tx, caller.workspace_id, OperatorActionId::from_uuid(id)).await?;
-        Ok(record.map(PauseActed))
-    }
-
-    fn respond(self, status: StatusCode) -> Response {
-        (status, Json(self.0)).into_response()
-    }
-}
-
 async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let mut fields = Fields::new(request.json()?)?;
@@ -257,7 +236,7 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
             } else {
                 pause::pause(tx, ctx.workspace_id, listener, &operator, &reason).await?
             };
-            Ok(PauseActed(record))
+            Ok(Acted(record))
         })
         .await
 }

@@ -1,0 +1,254 @@
+//! The lease rules as SQL pieces, built from a [`Queue`] descriptor: each queue's statements are
+//! assembled from these once (a `LazyLock` or `OnceLock` at first use), so a rule is written here
+//! and nowhere else. Every piece takes the table alias its statement uses (`""` for none) and the
+//! placeholders (`"$2"`) of its parameters; none adds a round trip — a claim stays one statement.
+//!
+//! Invariants (see the module docs of [`crate::lease`]):
+//! - every move out of `leased` clears the token (and the lease column): [`Queue::release_set`] is
+//!   part of every such SET clause built here, so [`Queue::fence`] (the token alone) is the fence;
+//! - the ceiling test is [`Queue::exhausted`]; a buried row gets [`Queue::bury_set`]'s values;
+//! - the lease's end is `available_at` (the one due clock), mirrored in the lease column if any.
+
+use super::{Expiry, Queue, ATTEMPTS_EXHAUSTED, LEASE_EXPIRED};
+
+/// One `column = value` of a SET clause.
+type Assignment = (&'static str, String);
+
+/// `alias.column`, or `column` when `alias` is empty.
+fn col(alias: &str, column: &str) -> String {
+    if alias.is_empty() {
+        column.to_owned()
+    } else {
+        format!("{alias}.{column}")
+    }
+}
+
+fn quoted(name: &str) -> String {
+    format!("'{name}'")
+}
+
+/// `now() + <lease_ms> ms`.
+pub fn after_ms(lease_ms: &str) -> String {
+    format!("now() + {lease_ms}::float8 * interval '1 millisecond'")
+}
+
+/// The ceiling rule on any counter: `counter` (an attempt or restart count) reached `ceiling`.
+pub fn reached(counter: &str, ceiling: &str) -> String {
+    format!("{counter} >= {ceiling}")
+}
+
+/// `a = x, b = y, updated_at = now()`.
+fn render(assignments: &[Assignment]) -> String {
+    let mut parts: Vec<String> =
+        assignments.iter().map(|(column, value)| format!("{column} = {value}")).collect();
+    parts.push("updated_at = now()".into());
+    parts.join(", ")
+}
+
+/// Per column, `CASE WHEN <condition> THEN <then's value> ELSE <otherwise's value> END` (a column
+/// one side does not set keeps its value there).
+fn choose(alias: &str, condition: &str, then: &[Assignment], otherwise: &[Assignment]) -> Vec<Assignment> {
+    let mut columns: Vec<&'static str> = Vec::new();
+    for (column, _) in then.iter().chain(otherwise) {
+        if !columns.contains(column) {
+            columns.push(column);
+        }
+    }
+    let value = |side: &[Assignment], column: &str| {
+        side.iter().find(|(c, _)| *c == column).map_or_else(|| col(alias, column), |(_, v)| v.clone())
+    };
+    columns
+        .into_iter()
+        .map(|column| {
+            let (yes, no) = (value(then, column), value(otherwise, column));
+            // Both sides alike (a token cleared either way): no CASE, whose NULLs would type as text.
+            if yes == no {
+                return (column, yes);
+            }
+            (column, format!("CASE WHEN {condition} THEN {yes} ELSE {no} END"))
+        })
+        .collect()
+}
+
+impl Queue {
+    /// The statuses whose rows the queue still owes an attempt and a claim may take once due.
+    pub fn live(&self, alias: &str) -> String {
+        let s = &self.stored;
+        let mut names = vec![quoted(s.ready), quoted(s.retry)];
+        if self.expiry == Expiry::Reclaim {
+            names.push(quoted(s.leased));
+        }
+        format!("{} IN ({})", col(alias, "status"), names.join(", "))
+    }
+
+    /// Live and `available_at` has come (a lease end, for a leased row of a re-claiming queue).
+    pub fn due(&self, alias: &str) -> String {
+        format!("{} AND {} <= now()", self.live(alias), col(alias, "available_at"))
+    }
+
+    /// Leased with its lease ended.
+    pub fn expired(&self, alias: &str) -> String {
+        format!(
+            "{} = {} AND {} <= now()",
+            col(alias, "status"),
+            quoted(self.stored.leased),
+            col(alias, "available_at")
+        )
+    }
+
+    /// The lease still runs (with [`Queue::fence`]: "still leased by this token").
+    pub fn lease_running(&self, alias: &str) -> String {
+        format!("{} > now()", col(alias, "available_at"))
+    }
+
+    /// The attempt ceiling (`ceiling`, a placeholder) is reached.
+    pub fn exhausted(&self, alias: &str, ceiling: &str) -> String {
+        reached(&col(alias, self.attempts), ceiling)
+    }
+
+    /// Still held by the claim whose token is `token` (a placeholder).
+    pub fn fence(&self, alias: &str, token: &str) -> String {
+        format!("{} = {token}", col(alias, self.token))
+    }
+
+    /// The held attempt given back (a hold: unavailable is not rejected).
+    pub fn give_back(&self, alias: &str) -> String {
+        format!("greatest({} - 1, 0)", col(alias, self.attempts))
+    }
+
+    fn release(&self) -> Vec<Assignment> {
+        let mut set = vec![(self.token, "NULL".to_owned())];
+        set.extend(self.lease_until.map(|column| (column, "NULL".to_owned())));
+        set
+    }
+
+    fn claimed(&self, alias: &str, token: &str, lease_ms: &str, claimer: Option<&str>) -> Vec<Assignment> {
+        let end = after_ms(lease_ms);
+        let mut set = vec![
+            ("status", quoted(self.stored.leased)),
+            (self.token, token.to_owned()),
+            (self.attempts, format!("{} + 1", col(alias, self.attempts))),
+            ("available_at", end.clone()),
+        ];
+        set.extend(self.lease_until.map(|column| (column, end.clone())));
+        if let (Some(column), Some(claimer)) = (self.claimer, claimer) {
+            set.push((column, claimer.to_owned()));
+        }
+        set
+    }
+
+    fn buried(&self) -> Vec<Assignment> {
+        let mut set = vec![("status", quoted(self.stored.dead))];
+        set.extend(self.release());
+        set.push((self.error_code, quoted(ATTEMPTS_EXHAUSTED)));
+        set.extend(
+            self.error_text
+                .map(|column| (column, quoted("reclaimed after its lease with the attempt ceiling reached"))),
+        );
+        set
+    }
+
+    /// The SET clause that leaves `leased` without a new status (the marks add theirs): token and
+    /// lease cleared, `updated_at`.
+    pub fn release_set(&self) -> String {
+        render(&self.release())
+    }
+
+    /// The claim's SET clause: `leased`, the token, the lease, `attempts + 1` (and the claimer).
+    pub fn claim_set(&self, alias: &str, token: &str, lease_ms: &str, claimer: Option<&str>) -> String {
+        render(&self.claimed(alias, token, lease_ms, claimer))
+    }
+
+    /// The claim's SET clause that buries instead of claiming a row at the ceiling (one statement:
+    /// a re-claimed row whose last holder died on its last attempt is never claimed again).
+    pub fn claim_or_bury_set(
+        &self,
+        alias: &str,
+        ceiling: &str,
+        token: &str,
+        lease_ms: &str,
+        claimer: Option<&str>,
+    ) -> String {
+        let condition = self.exhausted(alias, ceiling);
+        render(&choose(alias, &condition, &self.buried(), &self.claimed(alias, token, lease_ms, claimer)))
+    }
+
+    /// The SET clause of a burial at the ceiling: `dead`, `attempts_exhausted`, token cleared.
+    pub fn bury_set(&self) -> String {
+        render(&self.buried())
+    }
+
+    /// The SET clause of lease expiry for a queue with `uncertain`: `uncertain` (`lease_expired`)
+    /// below the ceiling, buried at it.
+    pub fn expiry_set(&self, alias: &str, ceiling: &str) -> String {
+        let uncertain = self.stored.uncertain.expect("expiry_set needs a queue with an uncertain state");
+        let mut to_uncertain = vec![("status", quoted(uncertain))];
+        to_uncertain.extend(self.release());
+        to_uncertain.push((self.error_code, quoted(LEASE_EXPIRED)));
+        let condition = self.exhausted(alias, ceiling);
+        render(&choose(alias, &condition, &self.buried(), &to_uncertain))
+    }
+
+    /// The renewal's SET clause: the lease runs `lease_ms` from now (fence it with [`Queue::fence`]
+    /// and [`Queue::lease_running`]).
+    pub fn renew_set(&self, lease_ms: &str) -> String {
+        let end = after_ms(lease_ms);
+        let mut set = vec![("available_at", end.clone())];
+        set.extend(self.lease_until.map(|column| (column, end.clone())));
+        render(&set)
+    }
+
+    /// An operator retry or replay: `ready` now with a fresh attempt budget, token and lease cleared.
+    pub fn retry_set(&self) -> String {
+        let mut set = vec![
+            ("status", quoted(self.stored.ready)),
+            (self.attempts, "0".to_owned()),
+            ("available_at", "now()".to_owned()),
+        ];
+        set.extend(self.release());
+        set.extend(self.claimer.map(|column| (column, "NULL".to_owned())));
+        render(&set)
+    }
+
+    /// An operator discard: `discarded`, token and lease cleared (`None`: the queue cannot discard).
+    pub fn discard_set(&self) -> Option<String> {
+        let discarded = self.stored.discarded?;
+        let mut set = vec![("status", quoted(discarded))];
+        set.extend(self.release());
+        Some(render(&set))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{NOTIFICATIONS, OUTBOX, WEBHOOK_DELIVERIES};
+
+    #[test]
+    fn the_outbox_due_predicate_is_the_lease_rule() {
+        assert_eq!(OUTBOX.due(""), crate::outbox::DUE);
+        assert_eq!(OUTBOX.live(""), crate::outbox::LIVE);
+        assert_eq!(NOTIFICATIONS.due("n"), "n.status IN ('pending', 'retry') AND n.available_at <= now()");
+    }
+
+    #[test]
+    fn every_exit_from_leased_clears_the_token() {
+        for queue in [OUTBOX, NOTIFICATIONS, WEBHOOK_DELIVERIES] {
+            for set in [queue.release_set(), queue.bury_set(), queue.retry_set()] {
+                assert!(set.contains("claim_token = NULL"), "{}: {set}", queue.name);
+            }
+            if let Some(set) = queue.discard_set() {
+                assert!(set.contains("claim_token = NULL"), "{set}");
+            }
+        }
+        let expiry = NOTIFICATIONS.expiry_set("n", "$1");
+        assert!(expiry.contains("claim_token = NULL, claimed_until = NULL"), "{expiry}");
+    }
+
+    #[test]
+    fn the_claim_buries_at_the_ceiling() {
+        let set = OUTBOX.claim_or_bury_set("o", "$5", "$2::uuid", "$4", Some("$3"));
+        assert!(set.contains("status = CASE WHEN o.attempts >= $5 THEN 'dead' ELSE 'claimed' END"), "{set}");
+        assert!(set.contains("attempts = CASE WHEN o.attempts >= $5 THEN o.attempts ELSE o.attempts + 1 END"));
+        assert!(set.contains("last_error_code = CASE WHEN o.attempts >= $5 THEN 'attempts_exhausted'"));
+    }
+}
