@@ -165,6 +165,12 @@ impl Bounds {
     }
 }
 
+/// When SQS accepted the message (its `SentTimestamp` attribute, milliseconds since the epoch).
+fn sent_at(message: &SqsMessage) -> Option<chrono::DateTime<chrono::Utc>> {
+    let millis = message.attributes.get("SentTimestamp")?.parse::<i64>().ok()?;
+    chrono::DateTime::from_timestamp_millis(millis)
+}
+
 /// Runs one message; `until` is when it would be abandoned (`None`: no deadline known).
 async fn run_message(
     state: &State,
@@ -180,6 +186,7 @@ async fn run_message(
         source: Some(SourceClaim { claimed: &event.source, prefix: &state.source_prefix }),
         transport: "sqs",
         message_id: message.message_id.as_deref(),
+        sent_at: sent_at(message),
     };
     let result = listeners::deliver(&state.pool, &*state.notifier, &delivery).await;
     if let Ok(outcome) = &result {

@@ -200,6 +200,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "notification_retention",
         sql: include_str!("../../../migrations/V18__notification_retention.sql"),
     },
+    Migration {
+        version: 19,
+        name: "event_trace_context",
+        sql: include_str!("../../../migrations/V19__event_trace_context.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -21,6 +21,7 @@ pub fn system_ctx(workspace_id: WorkspaceId) -> Ctx {
             correlation_id: CorrelationId::generate(),
             causation_id: RequestId::generate().into(),
             idempotency_key: None,
+            trace: None,
         },
     }
 }

@@ -143,6 +143,7 @@ async fn seed(pool: &deadpool_postgres::Pool) -> anyhow::Result<(WorkspaceId, Me
             correlation_id: CorrelationId::generate(),
             causation_id: RequestId::generate().into(),
             idempotency_key: None,
+            trace: None,
         },
     };
     for (name, specialty) in [("Dr. Ada Demo", "General practice"), ("Dr. Grace Demo", "Dermatology")] {

@@ -61,6 +61,7 @@ fn system_ctx(workspace_id: WorkspaceId) -> clinic_core::context::Ctx {
             correlation_id: CorrelationId::generate(),
             causation_id: RequestId::generate().into(),
             idempotency_key: None,
+            trace: None,
         },
     }
 }

@@ -94,6 +94,7 @@ pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<Remi
         correlation_id: CorrelationId::generate(),
         causation_id: CausationId(run_id),
         idempotency_key: None,
+        trace: None,
     };
     let mut report = ReminderReport { run_id, correlation_id: cause.correlation_id, emitted: 0, skipped: 0 };
     let mut client = pool.get().await?;

@@ -263,6 +263,7 @@ async fn a_failure_after_the_event_insert_rolls_everything_back() {
             correlation_id: clinic_core::ids::CorrelationId::generate(),
             causation_id: clinic_core::ids::RequestId::generate().into(),
             idempotency_key: None,
+            trace: None,
         },
     };
     let mut conn = app.state.pool.get().await.unwrap();
