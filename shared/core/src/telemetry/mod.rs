@@ -108,7 +108,11 @@ pub fn provider_builder() -> opentelemetry_sdk::trace::TracerProviderBuilder {
 }
 
 /// The OpenTelemetry layer over `provider` (the one place it is built: production and the testkit's
-/// in-memory exporter). Keeps `provider` for [`flush`] and turns [`exporting`] on.
+/// capturing exporter). Keeps `provider` for [`flush`] and turns [`exporting`] on.
+///
+/// Only this workspace's spans and events (targets `clinic*`, INFO and above) are exported, whatever
+/// `RUST_LOG` says: a dependency's debug record becomes a span event, and some print values (the
+/// database driver logs statement parameters — names and contact details — at DEBUG).
 pub fn layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + Send + Sync
 where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span> + Send + Sync,
@@ -120,6 +124,11 @@ where
         .with_location(false)
         .with_threads(false)
         .with_target(false)
+        .with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target("clinic", tracing::Level::INFO)
+                .with_default(tracing_subscriber::filter::LevelFilter::OFF),
+        )
 }
 
 /// Exports every ended span now (no-op when the export is off); bounded by [`FLUSH_TIMEOUT`].
