@@ -108,6 +108,11 @@ fn render(region: &str) -> Option<String> {
                 let _ = writeln!(out, "        - !Ref {}Role", logical(*listener));
             }
         }
+        "listener-roles" => {
+            for listener in Listener::ALL {
+                let _ = writeln!(out, "        - !Ref {}Role", logical(*listener));
+            }
+        }
         "listeners" => {
             for listener in Listener::ALL {
                 out.push_str(&listener_block(*listener));
@@ -171,6 +176,7 @@ mod tests {
         "listener-queue-arns",
         "listener-queue-urls",
         "notifying-listener-roles",
+        "listener-roles",
         "listeners",
         "listener-outputs",
     ];
