@@ -54,7 +54,8 @@ pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
 }
 
-/// Installs the global subscriber (once; later calls are ignored). `RUST_LOG` overrides the level.
+/// Installs the global subscriber (once; later calls are ignored). `RUST_LOG` sets the level of the
+/// log lines (not of the exported spans).
 /// Must run inside the Tokio runtime when the export is on (the exporter's task is spawned on it).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
@@ -80,7 +81,8 @@ pub fn init(format: LogFormat) {
     } else {
         None
     };
-    let _ = tracing_subscriber::registry().with(filter).with(logs).with(traces).try_init();
+    // `RUST_LOG` filters the log lines only: the exported spans have their own filter ([`layer`]).
+    let _ = tracing_subscriber::registry().with(logs.with_filter(filter)).with(traces).try_init();
 }
 
 /// The OTLP HTTP/protobuf exporter behind a batch processor on the Tokio runtime.
