@@ -84,7 +84,10 @@ const RECORD_EVENT: &str =
     "UPDATE appointment_reminders SET event_id = $3 WHERE appointment_id = $1 AND starts_at = $2";
 
 /// Emits `appointment.reminder_due` for every booked appointment starting in `(now, now + lead]`
-/// that has not been reminded for its current start time. Returns what it did.
+/// that has not been reminded for its current start time. Returns what it did. The run is one
+/// `reminders.run` span, whose trace its events keep (`events.traceparent`), so a reminder's trace
+/// starts at the cron run that emitted it.
+#[tracing::instrument(skip_all, name = "reminders.run")]
 pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<ReminderReport, DomainError> {
     let lead = chrono::Duration::from_std(lead).unwrap_or(chrono::Duration::MAX);
     let until = now.checked_add_signed(lead).unwrap_or(DateTime::<Utc>::MAX_UTC);
@@ -94,7 +97,10 @@ pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<Remi
         correlation_id: CorrelationId::generate(),
         causation_id: CausationId(run_id),
         idempotency_key: None,
-        trace: None,
+        trace: Some(
+            crate::telemetry::spans::traceparent_of(&tracing::Span::current())
+                .unwrap_or_else(crate::telemetry::TraceParent::generate),
+        ),
     };
     let mut report = ReminderReport { run_id, correlation_id: cause.correlation_id, emitted: 0, skipped: 0 };
     let mut client = pool.get().await?;
