@@ -54,6 +54,7 @@ try {
   await page.locator('#explain-body section[data-section="listeners"]').waitFor();
   const sections = await page.locator('#explain-body section').evaluateAll((all) => all.map((s) => s.dataset.section));
   const published = await page.locator('#explain-published').textContent();
+  const trace = await page.locator('#explain-trace').textContent();
 
   await page.getByLabel('Action', { exact: true }).first().selectOption('retry');
   await page.getByLabel('Reason (required)').first().fill(REASON);
@@ -65,7 +66,7 @@ try {
   await page.waitForFunction(() => document.getElementById('bulk-result').dataset.applied !== undefined);
   const applied = await page.locator('#bulk-result').getAttribute('data-applied');
   const batch = await page.locator('#bulk-result').getAttribute('data-batch');
-  console.log(JSON.stringify({ deadCell, unsettled, live, firstEvent, sections, published, matched, dryRunText, applied, batch, reason: REASON, errors }));
+  console.log(JSON.stringify({ deadCell, unsettled, live, firstEvent, sections, published, trace, matched, dryRunText, applied, batch, reason: REASON, errors }));
 } finally {
   await context.close();
 }

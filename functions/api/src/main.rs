@@ -29,5 +29,15 @@ async fn main() -> Result<(), lambda_http::Error> {
     let login = shared.login.as_ref();
     let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
     let state = AppState { pool, api: ApiConfig::lambda_from_env(keys)? };
-    lambda_http::run(clinic_api::app(state)).await
+    let app = clinic_api::app(state);
+    // Spans are exported before the invocation returns (a frozen container exports nothing).
+    lambda_http::run(tower::service_fn(move |request: lambda_http::Request| {
+        let app = app.clone();
+        async move {
+            let response = tower::ServiceExt::oneshot(app, request).await;
+            telemetry::flush().await;
+            response
+        }
+    }))
+    .await
 }

@@ -114,6 +114,12 @@ enum MessageFailure {
     Run(RunFailure),
 }
 
+/// When SQS accepted the message (its `SentTimestamp` attribute, milliseconds since the epoch).
+fn sent_at(message: &SqsMessage) -> Option<chrono::DateTime<chrono::Utc>> {
+    let millis = message.attributes.get("SentTimestamp")?.parse::<i64>().ok()?;
+    chrono::DateTime::from_timestamp_millis(millis)
+}
+
 /// What the handler decided for one message of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -166,6 +172,7 @@ pub async fn run_batch(state: &State, event: &LambdaEvent<SqsEvent>) -> Vec<(Opt
                 source: Some(SourceClaim { claimed: &event.source, prefix: &state.source_prefix }),
                 transport: "sqs",
                 message_id: message.message_id.as_deref(),
+                sent_at: sent_at(message),
             })
         })
         .collect();

@@ -42,7 +42,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {
         let state = Arc::clone(&state);
-        async move { handle(&state, event).await }
+        // Spans are exported before the invocation returns (a frozen container exports nothing).
+        async move {
+            let answer = handle(&state, event).await;
+            telemetry::flush().await;
+            answer
+        }
     }))
     .await
 }

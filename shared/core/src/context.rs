@@ -25,12 +25,14 @@ impl Ctx {
                 correlation_id: CorrelationId::generate(),
                 causation_id: RequestId::generate().into(),
                 idempotency_key: None,
+                trace: None,
             },
         }
     }
 
     /// Actor `system`, continuing `event`'s chain: its workspace, its correlation id, causation =
-    /// the event (a listener's chained mutation).
+    /// the event (a listener's chained mutation). The chained events continue the current span's
+    /// trace when spans are exported, else the event's own trace.
     pub fn system_after(event: &Envelope) -> Ctx {
         Ctx {
             workspace_id: event.workspace_id,
@@ -39,6 +41,8 @@ impl Ctx {
                 correlation_id: event.correlation_id,
                 causation_id: event.id.into(),
                 idempotency_key: None,
+                trace: crate::telemetry::spans::traceparent_of(&tracing::Span::current())
+                    .or(event.traceparent),
             },
         }
     }

@@ -260,6 +260,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "operator_wait_indexes",
         sql: include_str!("../../../migrations/V19__operator_wait_indexes.sql"),
     },
+    Migration {
+        version: 20,
+        name: "event_trace_context",
+        sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -17,8 +17,11 @@ use super::auth::{self, Caller};
 use super::problem::ApiError;
 use super::AppState;
 use clinic_core::ids::{CorrelationId, RequestId};
+use clinic_core::telemetry::{spans, TraceParent};
 
 pub const CORRELATION_HEADER: HeaderName = HeaderName::from_static("x-correlation-id");
+pub const TRACEPARENT_HEADER: HeaderName = HeaderName::from_static("traceparent");
+pub const AMZN_TRACE_HEADER: HeaderName = HeaderName::from_static("x-amzn-trace-id");
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// The ids of the request being served.
@@ -26,6 +29,8 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 pub struct RequestIds {
     pub correlation_id: CorrelationId,
     pub request_id: RequestId,
+    /// The trace context stored with the events the request commits ([`trace_context`]).
+    pub trace: TraceParent,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for RequestIds {
@@ -35,6 +40,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestIds {
         Ok(parts.extensions.get::<RequestIds>().copied().unwrap_or_else(|| RequestIds {
             correlation_id: CorrelationId::generate(),
             request_id: RequestId::generate(),
+            trace: TraceParent::generate(),
         }))
     }
 }
@@ -47,8 +53,7 @@ pub async fn enter(State(state): State<AppState>, mut request: Request, next: Ne
     let workspace = request.extensions().get::<Caller>().map(|caller| caller.workspace_id);
     let sent = request.headers().get(&CORRELATION_HEADER).and_then(|value| value.to_str().ok());
     let correlation = state.api.correlation.resolve(workspace, sent);
-    let ids = RequestIds { correlation_id: correlation.id, request_id: RequestId::generate() };
-    request.extensions_mut().insert(ids);
+    let incoming = trace_context(request.headers());
     let method = request.method().clone();
     // The route template (`/v1/patients/{id}`), never the concrete path or query.
     let route = request
@@ -63,9 +68,16 @@ pub async fn enter(State(state): State<AppState>, mut request: Request, next: Ne
         method = %method,
         route = %route,
         correlation_id = %correlation.id,
-        request_id = %ids.request_id,
+        request_id = tracing::field::Empty,
         status = tracing::field::Empty,
     );
+    let ids = RequestIds {
+        correlation_id: correlation.id,
+        request_id: RequestId::generate(),
+        trace: spans::continue_trace(&span, incoming),
+    };
+    span.record("request_id", tracing::field::display(ids.request_id));
+    request.extensions_mut().insert(ids);
     let mut response = match identified {
         Ok(()) => tracing::Instrument::instrument(next.run(request), span.clone()).await,
         Err(error) => error.into_response(),
@@ -86,6 +98,18 @@ pub async fn enter(State(state): State<AppState>, mut request: Request, next: Ne
         "request"
     );
     response
+}
+
+/// The caller's trace context: a valid W3C `traceparent` header, else the X-Ray root of
+/// `X-Amzn-Trace-Id`, else Lambda's `_X_AMZN_TRACE_ID` (set by the runtime for the invocation being
+/// served). A header that does not parse is ignored — the request starts a fresh trace, it is never
+/// refused — and is never stored ([`TraceParent`] holds only what parsed).
+pub fn trace_context(headers: &HeaderMap) -> Option<TraceParent> {
+    let header = |name: &HeaderName| headers.get(name).and_then(|value| value.to_str().ok());
+    header(&TRACEPARENT_HEADER)
+        .and_then(|value| TraceParent::parse(value.trim()))
+        .or_else(|| header(&AMZN_TRACE_HEADER).and_then(TraceParent::from_amzn))
+        .or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok().as_deref().and_then(TraceParent::from_amzn))
 }
 
 /// A JSON request body (an absent or empty body reads as `{}`).

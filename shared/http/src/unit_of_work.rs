@@ -60,6 +60,7 @@ pub fn context(caller: &Caller, ids: &RequestIds) -> Ctx {
             correlation_id: ids.correlation_id,
             causation_id: ids.request_id.into(),
             idempotency_key: None,
+            trace: Some(ids.trace),
         },
     }
 }
@@ -115,6 +116,8 @@ impl Mutation {
 
     /// Runs `use_case` in the request's unit of work (see the module docs) and answers `status` with
     /// its answer, or replays the answer of an earlier request with the same key and fingerprint.
+    /// One `transaction` span (a child of the request's) covers it.
+    #[tracing::instrument(skip_all, name = "transaction", fields(workspace_id = %self.caller.workspace_id))]
     pub async fn run<A, F>(self, status: StatusCode, use_case: F) -> Result<Response, ApiError>
     where
         A: Answer,

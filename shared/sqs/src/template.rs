@@ -179,6 +179,7 @@ mod tests {
         "listener-queue-arns",
         "listener-queue-urls",
         "notifying-listener-roles",
+        "listener-roles",
         "listeners",
         "listener-outputs",
     ];

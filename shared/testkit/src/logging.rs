@@ -40,7 +40,13 @@ fn install_subscriber() -> bool {
                 .unwrap_or_else(|_| EnvFilter::new("info,clinic=debug,clinic_core=debug"));
             tracing_subscriber::fmt::layer().with_test_writer().with_filter(filter)
         });
-        tracing_subscriber::registry().with(capture).with(print).try_init().is_ok()
+        // The spans as OpenTelemetry exports them (attributes, events, links), through the one
+        // production layer (`clinic_core::telemetry::layer`), written into the same capture.
+        let provider =
+            clinic_core::telemetry::provider_builder().with_simple_exporter(CaptureExporter).build();
+        let exported = clinic_core::telemetry::layer(&provider)
+            .with_filter(filter_fn(|_| CAPTURING.load(Ordering::Relaxed)));
+        tracing_subscriber::registry().with(capture).with(exported).with(print).try_init().is_ok()
     })
 }
 
@@ -51,7 +57,8 @@ pub fn init_test_logging() {
 }
 
 /// Starts capturing every log line and every closed span of this process (JSON, `clinic*` at TRACE,
-/// others at INFO) so a
+/// others at INFO), and every span as the OpenTelemetry layer exports it (one `{"exported": …}` line
+/// per span: name, ids, parent, attributes, events and links), so a
 /// test can scan them, e.g. for planted health data. Lines from tests running concurrently are
 /// included, which only makes such a scan stricter.
 ///
@@ -103,6 +110,46 @@ impl Write for CaptureWriter {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes each exported span into the capture as one JSON line `{"exported": {...}}`.
+#[derive(Debug)]
+struct CaptureExporter;
+
+impl opentelemetry_sdk::trace::SpanExporter for CaptureExporter {
+    async fn export(
+        &self,
+        batch: Vec<opentelemetry_sdk::trace::SpanData>,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        let mut captured = lock_captured();
+        for span in batch {
+            let attributes =
+                |pairs: &[opentelemetry::KeyValue]| -> serde_json::Map<String, serde_json::Value> {
+                    pairs
+                        .iter()
+                        .map(|kv| (kv.key.to_string(), serde_json::Value::String(kv.value.to_string())))
+                        .collect()
+                };
+            let line = serde_json::json!({ "exported": {
+                "name": span.name,
+                "traceId": span.span_context.trace_id().to_string(),
+                "spanId": span.span_context.span_id().to_string(),
+                "parentSpanId": span.parent_span_id.to_string(),
+                "attributes": attributes(&span.attributes),
+                "events": span.events.iter().map(|event| serde_json::json!({
+                    "name": event.name, "attributes": attributes(&event.attributes),
+                })).collect::<Vec<_>>(),
+                "links": span.links.iter().map(|link| serde_json::json!({
+                    "traceId": link.span_context.trace_id().to_string(),
+                    "spanId": link.span_context.span_id().to_string(),
+                    "attributes": attributes(&link.attributes),
+                })).collect::<Vec<_>>(),
+            }});
+            captured.extend_from_slice(line.to_string().as_bytes());
+            captured.push(b'\n');
+        }
         Ok(())
     }
 }

@@ -72,6 +72,7 @@ async fn write(
         correlation_id: CorrelationId::generate(),
         causation_id: RequestId::generate().into(),
         idempotency_key: None,
+        trace: None,
     };
     let event = NewEvent {
         event_type: EventType::PatientUpdated,

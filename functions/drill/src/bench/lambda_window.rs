@@ -320,6 +320,7 @@ async fn write(
             correlation_id: CorrelationId::generate(),
             causation_id: CausationId(ulid::Ulid::generate()),
             idempotency_key: None,
+            trace: None,
         };
         let tx = client.transaction().await?;
         let envelope = append(

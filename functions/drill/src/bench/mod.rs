@@ -261,9 +261,17 @@ async fn run_each(
 }
 
 /// Bench processes log warnings only (unless `RUST_LOG` is set): the figures should not include
-/// formatting a log line per request or per event.
+/// formatting a log line per request or per event. With `OTEL_EXPORTER_OTLP_ENDPOINT` set the spans
+/// are exported as in production (`clinic_core::telemetry`; set `RUST_LOG=warn` for the same log
+/// level), so the cost of the export per event can be measured.
 pub(crate) fn init_logging() {
     use tracing_subscriber::EnvFilter;
+    let exporting =
+        clinic_core::telemetry::ENDPOINT_VARIABLES.iter().any(|name| std::env::var_os(name).is_some());
+    if exporting {
+        clinic_core::telemetry::init(clinic_core::telemetry::LogFormat::Text);
+        return;
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).compact().try_init();

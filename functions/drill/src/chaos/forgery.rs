@@ -114,6 +114,7 @@ pub async fn run_in_process(
             source: Some(SourceClaim { claimed: &source, prefix: SOURCE }),
             transport: "chaos",
             message_id: None,
+            sent_at: None,
         };
         *sent.entry(forgery.expect.as_str()).or_default() += 1;
         let result =

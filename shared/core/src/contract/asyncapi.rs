@@ -207,7 +207,11 @@ pub fn document() -> Value {
                             self-hosted brokers) and webhook delivery to other applications. Every \
                             message is a CloudEvents 1.0.2 structured-mode JSON document whose `type` \
                             is the published name and whose `dataschema` names the event version's \
-                            JSON Schema. Generated; see docs/events.md.",
+                            JSON Schema. Extension attributes: `tenantid`, `correlationid`, \
+                            `causationid`, `traceparent` (the CloudEvents distributed-tracing \
+                            extension: the W3C trace context of the request that committed the \
+                            event, when it has one) and, on listener queues, `listener`. \
+                            Generated; see docs/events.md.",
         },
         "defaultContentType": "application/json",
         "servers": {

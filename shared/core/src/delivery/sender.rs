@@ -280,9 +280,17 @@ impl Sender {
                     (false, _) => Err(super::ProviderError::permanent("invalid_address")),
                     (true, None) => Err(super::ProviderError::permanent("no_provider_for_channel")),
                     (true, Some(provider)) => {
-                        match tokio::time::timeout(self.config.provider_timeout, provider.send(&message))
-                            .await
-                        {
+                        // One span per provider call (SES, SNS, …): ids and codes only.
+                        let span = tracing::info_span!(
+                            "provider.send",
+                            provider = provider.name(),
+                            channel,
+                            notification_id = %row.id,
+                            event_id = %row.event_id,
+                            listener = %row.listener,
+                        );
+                        let call = tracing::Instrument::instrument(provider.send(&message), span);
+                        match tokio::time::timeout(self.config.provider_timeout, call).await {
                             Ok(result) => result,
                             Err(_) => Err(super::ProviderError::retryable("provider_timeout")),
                         }

@@ -16,6 +16,7 @@ use crate::ids::EventId;
 use crate::lease::Verdict;
 use crate::listeners::Listener;
 use crate::outbox::{self, Claim, Claimed, DispatchedRow, Failure, FailureMark, StartRecord};
+use crate::telemetry::spans;
 
 /// Claims due outbox rows and starts their listeners through a [`Transport`].
 ///
@@ -194,6 +195,7 @@ impl Dispatcher {
         if let Some(floor) = &self.floor {
             floor.claimed(config.batch, claim.len(), claim.oldest_due);
         }
+        link_rows(&tracing::Span::current(), &claim);
         for row in &claim.rows {
             let (transition, outcome) = if row.lease_expired {
                 (Transition::LeaseExpired, "reclaimed")
@@ -208,6 +210,7 @@ impl Dispatcher {
     /// Unit 2: the transport call, with no connection or transaction held.
     #[tracing::instrument(skip_all, name = "dispatch.start", fields(dispatcher = %self.id, rows = claim.len()))]
     async fn start(&self, claim: &Claim) -> Vec<RowResult> {
+        link_rows(&tracing::Span::current(), claim);
         let mut starts = Vec::new();
         let mut owners = Vec::new();
         for (index, row) in claim.rows.iter().enumerate() {
@@ -435,4 +438,17 @@ impl Dispatcher {
             }),
         }
     }
+}
+
+/// Links `span` (a claim or a start: one span per batch) to the committing trace of each claimed row,
+/// with how long the row waited in the outbox (commit → now). Nothing is done with the export off.
+fn link_rows(span: &tracing::Span, claim: &Claim) {
+    spans::link_events(span, spans::OUTBOX_WAIT, || {
+        let now = chrono::Utc::now();
+        claim.rows.iter().map(move |row| spans::Handled {
+            event_id: row.envelope.id,
+            trace: row.envelope.traceparent,
+            wait_ms: spans::wait_ms(row.envelope.recorded_at, now),
+        })
+    });
 }

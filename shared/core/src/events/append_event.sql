@@ -4,8 +4,8 @@
 WITH event AS (
     INSERT INTO events (id, workspace_id, type, version, actor_kind, actor_id, occurred_at,
                         resource_type, resource_id, resource_version, correlation_id, causation_id,
-                        changed_fields, idempotency_key_digest)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $16, $17)
+                        changed_fields, idempotency_key_digest, traceparent)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $16, $17, $18)
     RETURNING id, recorded_at
 ), links AS (
     INSERT INTO event_resources (workspace_id, resource_type, resource_id, event_id)

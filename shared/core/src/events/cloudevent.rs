@@ -6,19 +6,23 @@
 //! the published name `clinic.<event type>.v<version>` (e.g. `clinic.appointment.created.v1`),
 //! `dataschema` = the URI of that version's JSON Schema ([`crate::contract::dataschema`]), `subject` =
 //! the resource id, `time` = `occurredAt`, `datacontenttype` "application/json", `data` = the
-//! envelope, and the extensions `tenantid` (workspace id), `correlationid`, `causationid` and, on
-//! listener queues, `listener`.
+//! envelope, and the extensions `tenantid` (workspace id), `correlationid`, `causationid`,
+//! `traceparent` (the CloudEvents distributed-tracing extension: the W3C trace context of the request
+//! that committed the event, when it has one) and, on listener queues, `listener`.
 //!
 //! [`parse_message`] (and [`parse_cloud_event`]) is strict about what it acts on: a body that is not
 //! such a document, names no or an unknown listener, or whose attributes disagree with its envelope is
 //! a [`MessageError`] — permanent for that message. It ignores attributes and envelope fields it does
-//! not know, and a missing `dataschema` (a message of an older build), so the contract can grow.
+//! not know, and a missing `dataschema` (a message of an older build), so the contract can grow. A
+//! `traceparent` that is not a valid version-00 trace context is dropped, never a reason to reject:
+//! it serves tracing only, and the parsed envelope carries the valid one ([`Envelope::traceparent`]).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::events::Envelope;
 use crate::listeners::Listener;
+use crate::telemetry::TraceParent;
 
 pub const SPEC_VERSION: &str = "1.0";
 pub const DATA_CONTENT_TYPE: &str = "application/json";
@@ -56,6 +60,17 @@ pub struct CloudEvent {
     /// Extension on listener queues: the listener the message starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener: Option<String>,
+    /// Extension (distributed tracing): the W3C trace context of the request that committed the event.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_traceparent")]
+    pub traceparent: Option<TraceParent>,
+}
+
+/// A `traceparent` attribute that does not parse reads as absent (tracing only; see the module docs).
+fn lenient_traceparent<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<TraceParent>, D::Error> {
+    let text = Option::<serde_json::Value>::deserialize(deserializer)?;
+    Ok(text.as_ref().and_then(serde_json::Value::as_str).and_then(TraceParent::parse))
 }
 
 /// The CloudEvents `type` of an envelope, e.g. `clinic.appointment.created.v1`.
@@ -84,6 +99,7 @@ pub fn to_published_event(envelope: &Envelope, source_prefix: &str) -> CloudEven
         correlationid: envelope.correlation_id.to_string(),
         causationid: envelope.causation_id.to_string(),
         listener: None,
+        traceparent: envelope.traceparent,
     }
 }
 
@@ -118,9 +134,10 @@ pub fn parse_message(body: &str) -> Result<(Listener, Envelope), MessageError> {
 }
 
 /// Like [`parse_message`], keeping the whole CloudEvent (its `source` is checked by the listener
-/// against the event log, see `clinic_core::listeners::pointer`).
+/// against the event log, see `clinic_core::listeners::pointer`). The envelope carries the message's
+/// `traceparent`.
 pub fn parse_cloud_event(body: &str) -> Result<(Listener, CloudEvent), MessageError> {
-    let event: CloudEvent = serde_json::from_str(body).map_err(|e| {
+    let mut event: CloudEvent = serde_json::from_str(body).map_err(|e| {
         // serde_json's message names the field and position, never the value of a string.
         MessageError::Malformed(format!("line {} column {}: {}", e.line(), e.column(), e.classify_name()))
     })?;
@@ -142,6 +159,7 @@ pub fn parse_cloud_event(body: &str) -> Result<(Listener, CloudEvent), MessageEr
     if event.subject != envelope.resource_id.to_string() {
         return Err(MessageError::Inconsistent("subject"));
     }
+    event.data.traceparent = event.traceparent;
     Ok((listener, event))
 }
 
@@ -186,6 +204,26 @@ mod tests {
         let (listener, back) = parse_message(&body).unwrap();
         assert_eq!(listener, Listener::PatientBookingConfirmation);
         assert_eq!(back, env);
+        assert!(json.get("traceparent").is_none(), "absent when the event has none");
+    }
+
+    #[test]
+    fn carries_the_trace_context_as_the_distributed_tracing_extension() {
+        let mut env = Envelope::sample(EventType::AppointmentCreated);
+        let trace = TraceParent::generate();
+        env.traceparent = Some(trace);
+        let event = to_cloud_event(&env, Listener::PatientBookingConfirmation, "/clinic");
+        let mut json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["traceparent"], trace.to_string());
+        assert!(json["data"].get("traceparent").is_none(), "an attribute, not an envelope field");
+        let (_, back) = parse_cloud_event(&json.to_string()).unwrap();
+        assert_eq!(back.data.traceparent, Some(trace));
+        // A bad value is dropped, the message still runs.
+        for bad in [serde_json::json!("00-Jane-Doe"), serde_json::json!(42)] {
+            json["traceparent"] = bad;
+            let (_, back) = parse_cloud_event(&json.to_string()).unwrap();
+            assert_eq!((back.traceparent, back.data.traceparent), (None, None));
+        }
     }
 
     #[test]

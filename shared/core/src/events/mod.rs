@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use ulid::Ulid;
 
 use crate::ids::{CausationId, CorrelationId, EventId, WorkspaceId};
+use crate::telemetry::TraceParent;
 
 /// The current envelope schema version.
 pub const ENVELOPE_VERSION: i32 = 1;
@@ -239,6 +240,9 @@ pub struct Cause {
     pub causation_id: CausationId,
     /// The digest of the originating request's `Idempotency-Key`, when it had one.
     pub idempotency_key: Option<KeyDigest>,
+    /// The trace context the mutation runs in (a request's, see `telemetry::spans::continue_trace`),
+    /// stored with its events; `None` outside a traced request.
+    pub trace: Option<TraceParent>,
 }
 
 /// The form of a client's `Idempotency-Key` that events carry: `HMAC-SHA256(K, workspaceId ":" key)`
@@ -348,6 +352,12 @@ pub struct Envelope {
     /// Schema hints.
     #[serde(default)]
     pub metadata: Metadata,
+    /// The W3C trace context of the request that committed the event (`events.traceparent`). Not part
+    /// of the envelope's JSON: it travels as the CloudEvents `traceparent` extension attribute
+    /// ([`cloudevent`]), as the distributed-tracing extension prescribes.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub traceparent: Option<TraceParent>,
 }
 
 impl Envelope {
@@ -383,6 +393,7 @@ impl Envelope {
             idempotency_key: None,
             changed_fields: None,
             metadata: Metadata::default(),
+            traceparent: None,
         }
         .with_derived_fields()
     }

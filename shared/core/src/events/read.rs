@@ -7,13 +7,14 @@ use ulid::Ulid;
 use super::{Actor, Envelope, EventType, ResourceType};
 use crate::db::sql;
 use crate::ids::{CausationId, EventId, WorkspaceId};
+use crate::telemetry::TraceParent;
 
 /// [`ENVELOPE_COLUMNS`] as a literal, so this module's statements are compile-time `concat!`s.
 macro_rules! envelope_columns {
     () => {
         "e.id, e.type, e.version, e.workspace_id, e.actor_kind, e.actor_id, \
          e.occurred_at, e.recorded_at, e.resource_type, e.resource_id, e.resource_version, \
-         e.correlation_id, e.causation_id, e.changed_fields, e.idempotency_key_digest"
+         e.correlation_id, e.causation_id, e.changed_fields, e.idempotency_key_digest, e.traceparent"
     };
 }
 
@@ -21,7 +22,7 @@ macro_rules! envelope_columns {
 pub const ENVELOPE_COLUMNS: &str = envelope_columns!();
 
 /// How many columns [`ENVELOPE_COLUMNS`] selects: a statement's own columns after them start here.
-pub const ENVELOPE_COLUMN_COUNT: usize = 15;
+pub const ENVELOPE_COLUMN_COUNT: usize = 16;
 
 /// Why a stored row is not an envelope (a type this build does not know, a corrupt actor).
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,8 @@ pub fn envelope_from_row(row: &Row, first: usize) -> Result<Envelope, Unreadable
         changed_fields: row.get(first + 13),
         idempotency_key: row.get(first + 14),
         metadata: Default::default(),
+        // Written only in the strict form (the column's CHECK); a value that does not parse is dropped.
+        traceparent: row.get::<_, Option<&str>>(first + 15).and_then(TraceParent::parse),
     }
     .with_derived_fields())
 }

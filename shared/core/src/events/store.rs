@@ -39,6 +39,7 @@ pub struct NewEvent {
 }
 
 /// Appends `event` on the caller's transaction: event row, links, outbox row, conditional wake-up.
+/// The event keeps the cause's trace context (`events.traceparent`).
 pub async fn append(
     client: &impl GenericClient,
     cause: &Cause,
@@ -76,6 +77,7 @@ pub async fn append(
                 &OUTBOX_CHANNEL,
                 &changed_fields,
                 &idempotency_key,
+                &cause.trace.map(|trace| trace.to_string()),
             ],
         )
         .await?;
@@ -97,6 +99,7 @@ pub async fn append(
         idempotency_key,
         changed_fields: changed_fields.map(|names| names.into_iter().map(String::from).collect()),
         metadata: Default::default(),
+        traceparent: cause.trace,
     }
     .with_derived_fields())
 }

@@ -218,7 +218,17 @@ pub async fn reconcile(
     }
     let starts: Vec<Start<'_>> =
         envelopes.iter().map(|(envelope, listener)| Start { envelope, listener: *listener }).collect();
-    let results = transport.start(&starts).await;
+    // One span for the restarts, linked to each restarted event's committing trace (with its age).
+    let span = tracing::info_span!("reconcile.restart", starts = starts.len());
+    crate::telemetry::spans::link_events(&span, crate::telemetry::spans::OUTBOX_WAIT, || {
+        let now = Utc::now();
+        starts.iter().map(move |start| crate::telemetry::spans::Handled {
+            event_id: start.envelope.id,
+            trace: start.envelope.traceparent,
+            wait_ms: crate::telemetry::spans::wait_ms(start.envelope.recorded_at, now),
+        })
+    });
+    let results = tracing::Instrument::instrument(transport.start(&starts), span).await;
     let mut refused = Vec::new();
     for (start, result) in starts.iter().zip(results) {
         match result {

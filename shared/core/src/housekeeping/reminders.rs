@@ -87,7 +87,10 @@ const RECORD_EVENT: &str =
     "UPDATE appointment_reminders SET event_id = $3 WHERE appointment_id = $1 AND starts_at = $2";
 
 /// Emits `appointment.reminder_due` for every booked appointment starting in `(now, now + lead]`
-/// that has not been reminded for its current start time. Returns what it did.
+/// that has not been reminded for its current start time. Returns what it did. The run is one
+/// `reminders.run` span, whose trace its events keep (`events.traceparent`), so a reminder's trace
+/// starts at the cron run that emitted it.
+#[tracing::instrument(skip_all, name = "reminders.run")]
 pub async fn run(pool: &Pool, lead: Duration, now: DateTime<Utc>) -> Result<ReminderReport, DomainError> {
     run_until(pool, lead, now, None).await
 }
@@ -130,6 +133,10 @@ pub async fn run_until(
         correlation_id: CorrelationId::generate(),
         causation_id: CausationId(run_id),
         idempotency_key: None,
+        trace: Some(
+            crate::telemetry::spans::traceparent_of(&tracing::Span::current())
+                .unwrap_or_else(crate::telemetry::TraceParent::generate),
+        ),
     };
     let mut report = ReminderReport {
         run_id,

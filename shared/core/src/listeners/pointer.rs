@@ -106,12 +106,22 @@ pub struct Delivery<'a> {
     pub transport: &'static str,
     /// The transport's message id, when it has one: for the log line.
     pub message_id: Option<&'a str>,
+    /// When the transport sent the message (SQS `SentTimestamp`; the hand-over for the local
+    /// transport): the start of the run's `queue.wait_ms`.
+    pub sent_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl<'a> Delivery<'a> {
     /// An in-process delivery (the local transport): no wire attributes.
     pub fn local(listener: Listener, envelope: &'a Envelope) -> Self {
-        Delivery { listener, envelope, source: None, transport: "local", message_id: None }
+        Delivery {
+            listener,
+            envelope,
+            source: None,
+            transport: "local",
+            message_id: None,
+            sent_at: Some(chrono::Utc::now()),
+        }
     }
 }
 

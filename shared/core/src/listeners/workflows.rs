@@ -18,6 +18,7 @@ use crate::db::{sql, Tx};
 use crate::disclosures::{self, Purpose};
 use crate::events::{Actor, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
+use crate::telemetry::spans;
 
 /// Runs `listener` for `envelope` in this process with the built-in
 /// [`DeliveryLog`](super::notify::DeliveryLog) notifier and no after-commit step: a test entry point
@@ -60,7 +61,10 @@ pub async fn deliver(
     )
     .await?;
     let stored = match checked {
-        Ok(Checked::Fresh(stored)) => *stored,
+        Ok(Checked::Fresh(stored)) => {
+            link_run(delivery, &stored);
+            *stored
+        }
         Ok(Checked::Duplicate) => {
             tx.rollback().await?;
             return Ok(ListenerOutcome::Duplicate);
@@ -89,6 +93,19 @@ pub async fn deliver(
     };
     tx.commit().await?;
     Ok(outcome)
+}
+
+/// Links the run's span to the trace that committed the event (the STORED trace context) with how
+/// long the message waited in its queue (send → this run's check). Nothing is done with the export off.
+fn link_run(delivery: &Delivery<'_>, stored: &Envelope) {
+    spans::link_events(&tracing::Span::current(), spans::QUEUE_WAIT, || {
+        let now = chrono::Utc::now();
+        std::iter::once(spans::Handled {
+            event_id: stored.id,
+            trace: stored.traceparent,
+            wait_ms: delivery.sent_at.map_or(0, |sent| spans::wait_ms(sent, now)),
+        })
+    });
 }
 
 /// What a listener does.

@@ -51,6 +51,13 @@ pub struct Explanation {
     pub event_id: EventId,
     pub workspace_id: WorkspaceId,
     pub published_name: String,
+    /// The trace the event was committed in (32 hex), to open it in a trace viewer; absent for events
+    /// committed outside a traced request or before traces were stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The full W3C `traceparent` stored with the event (the span that committed it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     pub sections: Vec<Section>,
 }
 
@@ -94,6 +101,8 @@ pub async fn explain(
         event_id: e.id,
         workspace_id: e.workspace_id,
         published_name: published_name(e),
+        trace_id: e.traceparent.map(|trace| trace.trace_id_hex()),
+        traceparent: e.traceparent.map(|trace| trace.to_string()),
         sections,
     }))
 }

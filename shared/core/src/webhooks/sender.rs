@@ -396,12 +396,18 @@ impl WebhookSender {
         Ok(outcome)
     }
 
+    #[tracing::instrument(
+        skip_all,
+        name = "webhook.post",
+        fields(delivery_id = %delivery.id, endpoint_id = %delivery.endpoint_id, event_id = %delivery.event_id)
+    )]
     async fn post(
         &self,
         delivery: &Claimed,
         envelope: &Envelope,
         signing: &endpoints::Signing,
     ) -> Result<client::Answer, (&'static str, bool)> {
+        crate::telemetry::spans::link_trace(&tracing::Span::current(), envelope.id, envelope.traceparent);
         let resolve = guard::resolve_target(&delivery.url, self.config.egress, self.resolver.as_ref());
         let target = tokio::time::timeout(self.config.timeouts.connect, resolve)
             .await

@@ -89,6 +89,7 @@ async fn every_altered_attribute_is_rejected_with_its_reason_and_changes_nothing
         source: Some(SourceClaim { claimed: "/attacker/workspaces/x", prefix: "/clinic" }),
         transport: "test",
         message_id: Some("m-source"),
+        sent_at: None,
     };
     let error = listeners::deliver(&fx.db.pool, &DeliveryLog, &delivery).await.unwrap_err();
     assert_eq!(error.rejection(), Some(Rejection::SourceMismatch));

@@ -47,6 +47,7 @@ impl Fixture {
                 correlation_id: CorrelationId::generate(),
                 causation_id: RequestId::generate().into(),
                 idempotency_key: None,
+                trace: None,
             },
         }
     }

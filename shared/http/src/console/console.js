@@ -158,6 +158,10 @@ async function explain(eventId) {
   title.textContent = 'Event ' + answer.eventId + ' — ' + answer.publishedName;
   title.id = 'explain-published';
   body.appendChild(title);
+  const trace = document.createElement('p');
+  trace.id = 'explain-trace';
+  trace.textContent = answer.traceId ? 'Trace ' + answer.traceId : 'No trace stored';
+  body.appendChild(trace);
   for (const section of answer.sections) {
     const wrap = document.createElement('section');
     wrap.dataset.section = section.name;

@@ -34,6 +34,10 @@ async fn explain_shows_the_whole_path_with_ids_and_codes_only_and_the_causation_
     assert_eq!(response.status, 200, "{}", response.text);
     let body = &response.body;
     assert_eq!(body["publishedName"], "clinic.appointment.created.v1");
+    // Issue 43 item 5: the trace the event was committed in, to jump to it.
+    let traceparent = body["traceparent"].as_str().expect("the stored traceparent");
+    assert!(clinic_core::telemetry::TraceParent::parse(traceparent).is_some(), "{traceparent}");
+    assert_eq!(body["traceId"].as_str().unwrap(), &traceparent[3..35]);
     let names: Vec<&str> =
         body["sections"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(
