@@ -11,7 +11,8 @@ use anyhow::anyhow;
 use clinic_core::delivery::{admin, DeliveryConfig, DeliveryStatus, Sender};
 use clinic_core::error::DomainError;
 use clinic_core::ids::{NotificationId, WorkspaceId};
-use clinic_core::operator::{ActionKind, Operator, Reason};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{Operator, Reason};
 use deadpool_postgres::Pool;
 use tokio::sync::watch;
 

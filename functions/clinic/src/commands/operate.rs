@@ -6,10 +6,9 @@
 
 use anyhow::{anyhow, Context};
 use clinic_core::ids::{EventId, WorkspaceId};
+use clinic_core::lease::ActionKind;
 use clinic_core::listeners::Listener;
-use clinic_core::operator::{
-    self, bulk, pause, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason,
-};
+use clinic_core::operator::{self, bulk, pause, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
 
 use super::outbox::{pool, print};
 

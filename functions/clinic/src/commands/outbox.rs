@@ -12,7 +12,8 @@ use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
 use clinic_core::housekeeping::retention::{self, RetentionConfig};
 use clinic_core::ids::{EventId, WorkspaceId};
-use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{self, ActionRequest, Operator, OutboxFilter};
 use clinic_core::outbox::OutboxStatus;
 use deadpool_postgres::Pool;
 

@@ -6,7 +6,8 @@
 use std::time::Instant;
 
 use clinic_core::ids::WorkspaceId;
-use clinic_core::operator::{bulk, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{bulk, ActionRequest, BulkRequest, Operator, OutboxFilter};
 use clinic_core::outbox::OutboxStatus;
 
 use super::db::BenchConnections as _;

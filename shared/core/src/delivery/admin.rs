@@ -24,7 +24,8 @@ use crate::db::sql;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EventId, NotificationId, OperatorActionId, WorkspaceId};
 use crate::lease::operator::NOTIFICATION_ACTIONS;
-use crate::operator::{ActionKind, Operator, Reason};
+use crate::lease::ActionKind;
+use crate::operator::{Operator, Reason};
 
 /// One delivery as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -132,6 +132,17 @@ impl DeliveryStatus {
 
 #[cfg(test)]
 mod tests {
+    /// The notification statuses are the glossary's column for `notifications` (the lease module
+    /// sits below delivery and does not read it).
+    #[test]
+    fn the_notification_statuses_are_the_lease_glossarys() {
+        let mut stored: Vec<&str> = super::DeliveryStatus::ALL.iter().map(|status| status.as_str()).collect();
+        let mut glossary = crate::lease::NOTIFICATIONS.statuses();
+        stored.sort_unstable();
+        glossary.sort_unstable();
+        assert_eq!(stored, glossary);
+    }
+
     use super::*;
 
     #[test]

@@ -16,9 +16,42 @@
 //!   always lead to at least one real attempt; the old attempts stay in the history and the audit
 //!   row (written by the caller, on the same transaction).
 
+use serde::Serialize;
+
 use super::{Queue, State, NOTIFICATIONS, OUTBOX, WEBHOOK_DELIVERIES};
 use crate::error::DomainError;
-use crate::operator::ActionKind;
+
+/// What an operator does to a row of any queue (the name is stored in `operator_actions.action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionKind {
+    Retry,
+    Replay,
+    Discard,
+}
+
+impl ActionKind {
+    pub const ALL: &'static [ActionKind] = &[ActionKind::Retry, ActionKind::Replay, ActionKind::Discard];
+
+    /// The name stored in `operator_actions.action`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Retry => "retry",
+            ActionKind::Replay => "replay",
+            ActionKind::Discard => "discard",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<ActionKind> {
+        Self::ALL.iter().copied().find(|action| action.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// Which lifecycle states each operator action accepts on one queue (empty: not offered there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

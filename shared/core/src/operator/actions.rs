@@ -14,13 +14,14 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{ActionKind, Operator, Reason};
+use super::{Operator, Reason};
 use crate::db::sql;
 use crate::domain::input::{FieldError, Fields};
 use crate::error::{DomainError, DomainResult};
 use crate::events::EventType;
 use crate::ids::{EventId, OperatorActionId, WorkspaceId};
 use crate::lease::operator::OUTBOX_ACTIONS;
+use crate::lease::ActionKind;
 use crate::listeners::{is_routed, listeners, Listener};
 use crate::outbox::OutboxStatus;
 

@@ -19,10 +19,11 @@ use serde::Serialize;
 
 use super::actions::{accepted, perform_in_batch, ActionRequest};
 use super::filter::{OutboxFilter, Params};
-use super::{ActionKind, Operator};
+use super::Operator;
 use crate::db::sql;
 use crate::error::{DomainError, DomainResult};
 use crate::ids::{EventId, WorkspaceId};
+use crate::lease::ActionKind;
 
 /// Targets per transaction.
 pub const CHUNK: i64 = 200;

@@ -41,8 +41,6 @@ pub mod trail;
 
 use std::time::Duration;
 
-use serde::Serialize;
-
 use crate::domain::input::FieldError;
 use crate::ids::MemberId;
 
@@ -59,38 +57,6 @@ pub use query::{
 pub const MAX_REASON_CHARS: usize = 1000;
 /// The longest CLI actor name, in characters.
 pub const MAX_ACTOR_CHARS: usize = 200;
-
-/// What an operator does to an outbox row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ActionKind {
-    Retry,
-    Replay,
-    Discard,
-}
-
-impl ActionKind {
-    pub const ALL: &'static [ActionKind] = &[ActionKind::Retry, ActionKind::Replay, ActionKind::Discard];
-
-    /// The name stored in `operator_actions.action`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Retry => "retry",
-            ActionKind::Replay => "replay",
-            ActionKind::Discard => "discard",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<ActionKind> {
-        Self::ALL.iter().copied().find(|action| action.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for ActionKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Why an operator acted: required, not blank, at most [`MAX_REASON_CHARS`] characters (trimmed;
 /// a NUL character, which PostgreSQL text cannot hold, is stored as U+FFFD).
@@ -204,6 +170,7 @@ mod tests {
 
     #[test]
     fn action_names_round_trip() {
+        use crate::lease::ActionKind;
         for action in ActionKind::ALL {
             assert_eq!(ActionKind::parse(action.as_str()), Some(*action));
         }

@@ -51,4 +51,20 @@ mod tests {
         }
         assert!(DUE.starts_with(LIVE) && DUE.ends_with("available_at <= now()"));
     }
+
+    /// The outbox's due and live predicates are the lease queue's rule for its table, and its status
+    /// enum is the glossary's column for `event_outbox` (the lease module sits below the outbox and
+    /// does not read it).
+    #[test]
+    fn the_outbox_is_the_lease_queues_outbox() {
+        use crate::lease::OUTBOX;
+        assert_eq!(OUTBOX.due(""), DUE);
+        assert_eq!(OUTBOX.live(""), LIVE);
+        let mut stored: Vec<&str> =
+            super::super::OutboxStatus::ALL.iter().map(|status| status.as_str()).collect();
+        let mut glossary = OUTBOX.statuses();
+        stored.sort_unstable();
+        glossary.sort_unstable();
+        assert_eq!(stored, glossary);
+    }
 }

@@ -11,8 +11,8 @@ use crate::db::sql;
 use crate::error::DomainResult;
 use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
 use crate::lease::operator::WEBHOOK_ACTIONS;
+use crate::lease::ActionKind;
 use crate::lease::WEBHOOK_DELIVERIES;
-use crate::operator::ActionKind;
 
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -140,7 +140,7 @@ async fn a_pair_that_never_settles_is_handed_to_operators_and_replay_restarts_it
 
     // The operator replays the event: its starts are forgotten and the dispatcher starts them anew.
     let replay = clinic_core::operator::ActionRequest::from_body(
-        clinic_core::operator::ActionKind::Replay,
+        clinic_core::lease::ActionKind::Replay,
         serde_json::json!({"reason": "lost after every restart"}),
     )
     .unwrap();

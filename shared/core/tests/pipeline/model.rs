@@ -33,8 +33,9 @@ use clinic_core::dispatch::{
 };
 use clinic_core::events::EventType;
 use clinic_core::ids::EventId;
+use clinic_core::lease::ActionKind;
 use clinic_core::listeners::{self, Listener};
-use clinic_core::operator::{self, ActionKind, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
+use clinic_core::operator::{self, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
 use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 

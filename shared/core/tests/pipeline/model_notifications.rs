@@ -26,8 +26,9 @@ use clinic_core::delivery::{
 };
 use clinic_core::error::DomainError;
 use clinic_core::ids::NotificationId;
+use clinic_core::lease::ActionKind;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
-use clinic_core::operator::{ActionKind, Operator, Reason};
+use clinic_core::operator::{Operator, Reason};
 use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 

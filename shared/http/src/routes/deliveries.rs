@@ -25,7 +25,8 @@ use crate::AppState;
 use clinic_core::delivery::admin::{self};
 use clinic_core::delivery::DeliveryStatus;
 use clinic_core::ids::{MemberId, NotificationId};
-use clinic_core::operator::{ActionKind, ActionRequest, Operator};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{ActionRequest, Operator};
 
 pub async fn list(
     State(state): State<AppState>,

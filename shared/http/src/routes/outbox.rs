@@ -33,7 +33,8 @@ use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
 use clinic_core::ids::{EventId, MemberId};
-use clinic_core::operator::{self, ActionKind, ActionRequest, Operator, OutboxFilter};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{self, ActionRequest, Operator, OutboxFilter};
 
 pub async fn list(
     State(state): State<AppState>,

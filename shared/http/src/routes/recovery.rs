@@ -43,9 +43,10 @@ use clinic_core::domain::input::{self, integer, FieldError, Fields};
 use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::events::EventType;
 use clinic_core::ids::{EventId, MemberId};
+use clinic_core::lease::ActionKind;
 use clinic_core::listeners::{listeners, Listener};
 use clinic_core::operator::{
-    self, bulk, pause, ActionKind, ActionRequest, BulkAnswer, BulkRequest, Operator, OutboxFilter, Reason,
+    self, bulk, pause, ActionRequest, BulkAnswer, BulkRequest, Operator, OutboxFilter, Reason,
 };
 
 fn operator_of(caller: &Caller) -> Operator {
