@@ -289,6 +289,9 @@ impl Sender {
                             event_id = %row.event_id,
                             listener = %row.listener,
                         );
+                        // Linked to the committing trace, whoever sends it (the listener's fast path or
+                        // a housekeeping `deliver` run).
+                        crate::telemetry::spans::link_trace(&span, row.event_id, row.trace);
                         let call = tracing::Instrument::instrument(provider.send(&message), span);
                         match tokio::time::timeout(self.config.provider_timeout, call).await {
                             Ok(result) => result,

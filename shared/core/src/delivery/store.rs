@@ -41,7 +41,8 @@ fn claim_sql(filter: &str) -> String {
          UPDATE notifications n SET {claim} \
          FROM due WHERE n.id = due.id \
          RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
-             n.recipient_id, n.template, n.attempts, due.previous_status",
+             n.recipient_id, n.template, n.attempts, due.previous_status, \
+             (SELECT e.traceparent FROM events e WHERE e.id = n.event_id)",
         due = queue.due(""),
         claim = queue.claim_set("n", "$2", "$3", None),
     )
@@ -65,6 +66,8 @@ pub struct ClaimedDelivery {
     pub attempts: i32,
     /// The row was `uncertain`: an earlier attempt may have reached the recipient.
     pub resend: bool,
+    /// The trace that committed the event (its provider call links to it).
+    pub trace: Option<crate::telemetry::TraceParent>,
 }
 
 /// The token fencing every mark of this claim, and its rows.
@@ -129,6 +132,7 @@ pub async fn claim(
                 template: row.get(7),
                 attempts: row.get(8),
                 resend: Some(previous) == NOTIFICATIONS.stored.uncertain,
+                trace: row.get::<_, Option<&str>>(10).and_then(crate::telemetry::TraceParent::parse),
             }
         })
         .collect();

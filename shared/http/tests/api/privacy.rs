@@ -202,6 +202,18 @@ async fn exported_spans_of_a_booking_run_carry_ids_only_and_link_to_the_committi
             assert!(span["attributes"].get(wait).is_some(), "{name} carries {wait}: {span}");
         }
     }
+    // The notification above is sent by a `deliver`-style run (send_due), not a listener's fast path:
+    // its provider call still links to the trace that committed its event (the cancellation; the
+    // booking's confirmation went stale when the appointment was cancelled).
+    let cancel_trace_id = &cancel_trace[3..35];
+    assert!(
+        named("provider.send").iter().any(|span| span["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|link| link["traceId"] == cancel_trace_id)),
+        "a provider.send span links to the committing trace of its event"
+    );
     assert!(
         named("request").iter().any(|span| span["traceId"] == trace_id),
         "the booking's request span is in the caller's trace"
