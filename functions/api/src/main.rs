@@ -2,7 +2,6 @@
 //! are built once per container; each invocation only runs the router.
 
 use clinic_core::config::DatabaseConfig;
-use clinic_core::db::connect_pool_as;
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_http::{ApiConfig, AppState, KeyArns, LambdaKeys};
 use clinic_secrets::{Secrets, StartupSecrets};
@@ -21,13 +20,11 @@ async fn main() -> Result<(), lambda_http::Error> {
             None => Ok(None),
         }
     };
-    let shared =
-        StartupSecrets::read(database.secret_arn.as_deref(), arns.webhook.as_deref(), endpoint.as_deref());
+    let shared = StartupSecrets::read(&database, arns.webhook.as_deref(), endpoint.as_deref());
     let (cursor, correlation, shared) = tokio::try_join!(secrets.read(&arns.cursor), correlation, shared)?;
-    let keys = LambdaKeys { cursor, correlation, webhook: shared.webhook_key };
     // Connections open lazily on the first request, so init stays small.
-    let login = shared.login.as_ref();
-    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
+    let pool = shared.connect_pool(&database)?;
+    let keys = LambdaKeys { cursor, correlation, webhook: shared.webhook_key };
     let state = AppState { pool, api: ApiConfig::lambda_from_env(keys)? };
     let app = clinic_api::app(state);
     // Spans are exported before the invocation returns (a frozen container exports nothing).

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use clinic_core::config::DatabaseConfig;
-use clinic_core::db::connect_pool_as;
 use clinic_core::delivery::{DeliveryConfig, Sender};
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_listener::{handle, State};
@@ -16,10 +15,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let database = DatabaseConfig::from_env(4)?;
     let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
     let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-    let (db_arn, key_arn) = (database.secret_arn.as_deref(), webhook_key_arn.as_deref());
-    let secrets = clinic_secrets::StartupSecrets::read(db_arn, key_arn, aws_endpoint.as_deref()).await?;
-    let login = secrets.login.as_ref();
-    let pool = connect_pool_as(&database.url, database.pool_size, database.ca_file.as_deref(), login)?;
+    let secrets =
+        clinic_secrets::StartupSecrets::read(&database, webhook_key_arn.as_deref(), aws_endpoint.as_deref())
+            .await?;
+    let pool = secrets.connect_pool(&database)?;
     let mut state = State::from_env(pool.clone())?;
     // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {

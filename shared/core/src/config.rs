@@ -64,20 +64,55 @@ pub struct DatabaseConfig {
     pub url: String,
     pub pool_size: usize,
     pub ca_file: Option<String>,
+    /// Who logs in, when the URL does not say (AWS; see [`crate::db::login`]).
+    pub auth: DbAuth,
+}
+
+/// How a process logs in to PostgreSQL (docs/secret-rotation.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbAuth {
+    /// As `DATABASE_URL` says (local runs and tests).
+    Url,
+    /// `CLINIC_DB_IAM_USER`: IAM database authentication as that user, a token generated for each
+    /// connection (the deployed default; no password exists).
+    Iam { user: String },
     /// `CLINIC_DB_SECRET_ARN`: the Secrets Manager secret holding the login (`username`,
-    /// `password`); `url` then names no user or password (AWS; see [`crate::db::login`]).
-    pub secret_arn: Option<String>,
+    /// `password`), for clusters without IAM authentication.
+    Secret { arn: String },
+}
+
+impl DbAuth {
+    /// The secret's ARN, when the login is read from one.
+    pub fn secret_arn(&self) -> Option<&str> {
+        match self {
+            DbAuth::Secret { arn } => Some(arn),
+            DbAuth::Url | DbAuth::Iam { .. } => None,
+        }
+    }
 }
 
 impl DatabaseConfig {
     /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`,
-    /// `CLINIC_DB_SECRET_ARN`.
+    /// and at most one of `CLINIC_DB_IAM_USER` and `CLINIC_DB_SECRET_ARN`.
     pub fn from_env(default_pool: usize) -> Result<Self, ConfigError> {
+        let auth = match (var("CLINIC_DB_IAM_USER"), var("CLINIC_DB_SECRET_ARN")) {
+            (None, None) => DbAuth::Url,
+            (Some(user), None) => DbAuth::Iam { user },
+            (None, Some(arn)) => DbAuth::Secret { arn },
+            (Some(_), Some(arn)) => {
+                return Err(ConfigError::Invalid {
+                    name: "CLINIC_DB_SECRET_ARN",
+                    value: arn,
+                    message: "must not be set together with CLINIC_DB_IAM_USER: choose IAM authentication or the secret"
+                        .into(),
+                })
+            }
+        };
         Ok(Self {
             url: required("DATABASE_URL")?,
             pool_size: bounded("CLINIC_DB_POOL_SIZE", default_pool as u64, 1..=256)? as usize,
             ca_file: var("CLINIC_DB_CA_FILE"),
-            secret_arn: var("CLINIC_DB_SECRET_ARN"),
+            auth,
         })
     }
 }

@@ -69,6 +69,7 @@ pub fn connect_pool_as(
     login: Option<&DbLogin>,
 ) -> Result<Pool, DbError> {
     let (mut config, settings) = tls::split(url, ca_file)?;
+    tokens_need_tls(login, &settings)?;
     if config.get_application_name().is_none() {
         config.application_name("clinic");
     }
@@ -84,6 +85,20 @@ pub fn connect_pool_as(
         .runtime(deadpool_postgres::Runtime::Tokio1)
         .build()
         .map_err(|e| DbError::Pool(e.to_string()))
+}
+
+/// A per-connection login (an IAM token) is a bearer credential: it is sent only over TLS.
+fn tokens_need_tls(login: Option<&DbLogin>, settings: &tls::TlsSettings) -> Result<(), DbError> {
+    let encrypted =
+        matches!(settings.mode, tls::SslMode::Require | tls::SslMode::VerifyCa | tls::SslMode::VerifyFull);
+    if login.is_some_and(DbLogin::per_connection) && !encrypted {
+        return Err(DbError::Tls(format!(
+            "IAM database authentication sends a token as the password, so DATABASE_URL needs \
+             sslmode=require, verify-ca or verify-full (it has sslmode={})",
+            settings.mode.as_str()
+        )));
+    }
+    Ok(())
 }
 
 /// How the pool opens a connection: as the URL says, or as the current [`DbLogin`].
@@ -133,6 +148,7 @@ pub async fn connect_single_as(
 ) -> Result<Client, DbError> {
     use futures::StreamExt;
     let (mut config, settings) = tls::split(url, ca_file)?;
+    tokens_need_tls(login, &settings)?;
     config.connect_timeout(Duration::from_secs(5));
     let tls = tls::connector(&settings)?;
     let connected = match login {

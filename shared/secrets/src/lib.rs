@@ -1,6 +1,8 @@
 //! Secrets Manager at start-up: what the Lambdas read by ARN instead of finding it in their
-//! environment (DESIGN §6c, docs/secret-rotation.md).
+//! environment (DESIGN §6c, docs/secret-rotation.md), and the database login they use.
 //!
+//! - [`iam::IamDbAuth`]: IAM database authentication, a token made for each connection (the
+//!   deployed default; no password exists).
 //! - [`DbLoginSecret`]: the database login (`{"username", "password"}`, the RDS secret shape), a
 //!   [`LoginSource`] that `clinic_core::db::login` reads at start-up and again when PostgreSQL
 //!   refuses the password (a rotation needs no restart).
@@ -19,9 +21,12 @@ use std::time::Duration;
 
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
+use clinic_core::config::{DatabaseConfig, DbAuth};
 use clinic_core::db::login::{BoxFuture, Login, LoginError, LoginSource};
 use clinic_core::db::DbLogin;
 use clinic_core::webhooks::secret_box::WebhookKey;
+
+pub mod iam;
 
 /// Client timeouts: a connection within 3 s, one attempt within 5 s, the whole call within 12 s.
 pub fn timeouts() -> TimeoutConfig {
@@ -39,6 +44,18 @@ pub enum SecretError {
     Read { arn: String, code: String },
     #[error("secret {arn}: {message}")]
     Invalid { arn: String, message: &'static str },
+    #[error("{0}")]
+    Login(LoginError),
+}
+
+/// The usual AWS configuration with [`timeouts`]; `endpoint` overrides the services' address
+/// (tests: moto).
+pub async fn load_sdk(endpoint: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
+    if let Some(endpoint) = endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    loader.load().await
 }
 
 /// A Secrets Manager client.
@@ -51,12 +68,7 @@ impl Secrets {
     /// The usual AWS configuration with [`timeouts`]; `endpoint` overrides the service's address
     /// (tests: moto).
     pub async fn connect(endpoint: Option<&str>) -> Secrets {
-        let mut loader =
-            aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
-        if let Some(endpoint) = endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        Secrets { client: aws_sdk_secretsmanager::Client::new(&loader.load().await) }
+        Secrets::from_sdk(&load_sdk(endpoint).await)
     }
 
     /// A client on an already loaded configuration (tests: moto with fixed credentials).
@@ -157,9 +169,29 @@ pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, Sec
         .map_err(|_| SecretError::Invalid { arn: arn.to_owned(), message: "is not a usable webhook key" })
 }
 
-/// The secrets every Lambda may read at start-up, each only when its ARN is set (at once): the
-/// database login and the webhook keyring. Neither set: no AWS call at all. `endpoint`
-/// overrides the service's address (`CLINIC_AWS_ENDPOINT`: an emulator).
+/// The database login as `auth` says: an IAM token per connection, or the secret's login (read
+/// now and again when PostgreSQL refuses it); `None` when the URL holds the login.
+pub async fn database_login_as(
+    sdk: &aws_config::SdkConfig,
+    database: &DatabaseConfig,
+) -> Result<Option<DbLogin>, SecretError> {
+    match &database.auth {
+        DbAuth::Url => Ok(None),
+        DbAuth::Iam { user } => {
+            let tokens = iam::IamDbAuth::from_sdk(sdk, &database.url, database.ca_file.as_deref(), user)
+                .map_err(SecretError::Login)?;
+            DbLogin::start(tokens).await.map(Some).map_err(SecretError::Login)
+        }
+        DbAuth::Secret { arn } => database_login(&Secrets::from_sdk(sdk), arn)
+            .await
+            .map(Some)
+            .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 }),
+    }
+}
+
+/// What every Lambda may need at start-up, each only when configured (at once): the database
+/// login ([`database_login_as`]) and the webhook keyring. Neither: no AWS call at all. `endpoint`
+/// overrides the services' address (`CLINIC_AWS_ENDPOINT`: an emulator).
 #[derive(Debug, Default)]
 pub struct StartupSecrets {
     pub login: Option<DbLogin>,
@@ -168,31 +200,36 @@ pub struct StartupSecrets {
 
 impl StartupSecrets {
     pub async fn read(
-        db_arn: Option<&str>,
+        database: &DatabaseConfig,
         webhook_arn: Option<&str>,
         endpoint: Option<&str>,
     ) -> Result<StartupSecrets, SecretError> {
-        if db_arn.is_none() && webhook_arn.is_none() {
+        if database.auth == DbAuth::Url && webhook_arn.is_none() {
             return Ok(StartupSecrets::default());
         }
-        let secrets = Secrets::connect(endpoint).await;
-        let login = async {
-            match db_arn {
-                Some(arn) => database_login(&secrets, arn)
-                    .await
-                    .map(Some)
-                    .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 }),
-                None => Ok(None),
-            }
-        };
+        let sdk = load_sdk(endpoint).await;
+        let login = database_login_as(&sdk, database);
         let webhook_key = async {
             match webhook_arn {
-                Some(arn) => webhook_key(&secrets, arn).await.map(Some),
+                Some(arn) => webhook_key(&Secrets::from_sdk(&sdk), arn).await.map(Some),
                 None => Ok(None),
             }
         };
         let (login, webhook_key) = futures::future::try_join(login, webhook_key).await?;
         Ok(StartupSecrets { login, webhook_key })
+    }
+
+    /// The pool of `database`, logging in as read (connections open lazily: no I/O here).
+    pub fn connect_pool(
+        &self,
+        database: &DatabaseConfig,
+    ) -> Result<deadpool_postgres::Pool, clinic_core::db::DbError> {
+        clinic_core::db::connect_pool_as(
+            &database.url,
+            database.pool_size,
+            database.ca_file.as_deref(),
+            self.login.as_ref(),
+        )
     }
 }
 

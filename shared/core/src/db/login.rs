@@ -1,8 +1,13 @@
-//! The database login when it is not part of the connection string: in AWS the functions read it
-//! from a Secrets Manager secret at start-up (`CLINIC_DB_SECRET_ARN`, docs/secret-rotation.md); the
-//! connection string then names only the host, port, database and TLS settings.
+//! The database login when it is not part of the connection string (docs/secret-rotation.md): in
+//! AWS either an IAM authentication token generated for each connection (`CLINIC_DB_IAM_USER`, the
+//! default: no password exists anywhere) or a login read from a Secrets Manager secret at start-up
+//! (`CLINIC_DB_SECRET_ARN`); the connection string then names only the host, port, database and TLS
+//! settings.
 //!
 //! Invariants:
+//! - A [`LoginSource`] that is [`LoginSource::per_connection`] (IAM tokens, valid 15 minutes) is
+//!   asked for a fresh login before every connection, never cached; such a login is a bearer
+//!   token, so [`super::connect_pool_as`] refuses a connection string that does not require TLS.
 //! - The password never leaves this module except into a connection attempt: [`Login`]'s `Debug`
 //!   is redacted, it has no `Display`, and [`LoginError`] carries a reason, never the secret.
 //! - A process reads the login once at start-up ([`DbLogin::start`]) and again only when PostgreSQL
@@ -63,9 +68,15 @@ impl std::fmt::Debug for Login {
 #[error("database login: {0}")]
 pub struct LoginError(pub String);
 
-/// Where the login is read from (Secrets Manager in AWS; a fixed value in tests).
+/// Where the login is read from (an IAM token or Secrets Manager in AWS; a fixed value in tests).
 pub trait LoginSource: Send + Sync + 'static {
     fn fetch(&self) -> BoxFuture<'_, Result<Login, LoginError>>;
+
+    /// Whether every connection needs a login of its own (short-lived tokens): then it is fetched
+    /// before each connect and never re-read on a refusal (a fresh token was just refused).
+    fn per_connection(&self) -> bool {
+        false
+    }
 }
 
 /// The login in use, shared by every connection of a process (the pool and the `LISTEN` one).
@@ -125,6 +136,23 @@ impl DbLogin {
         self.current().generation
     }
 
+    /// Whether each connection gets a login of its own (see [`LoginSource::per_connection`]).
+    pub fn per_connection(&self) -> bool {
+        self.inner.source.per_connection()
+    }
+
+    /// A fresh login for one connection (per-connection sources), counted like a read.
+    async fn fresh(&self) -> Result<Arc<Login>, LoginError> {
+        let login = Arc::new(self.inner.source.fetch().await?);
+        let mut current = self.inner.current.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        *current = Current {
+            generation: current.generation + 1,
+            login: Arc::clone(&login),
+            read_at: Instant::now(),
+        };
+        Ok(login)
+    }
+
     /// The user of the login in use.
     pub fn user(&self) -> String {
         self.current().login.user.clone()
@@ -150,7 +178,9 @@ impl DbLogin {
     }
 
     /// Connects as the current login; when PostgreSQL refuses it, re-reads it once and tries once
-    /// more. A failed re-read is logged and the refusal returned.
+    /// more. A failed re-read is logged and the refusal returned. A per-connection source is asked
+    /// for a fresh login first; when it cannot make one (credentials unavailable), the last login
+    /// it made is tried and the failure logged.
     pub async fn connect<T>(
         &self,
         config: &Config,
@@ -159,6 +189,17 @@ impl DbLogin {
     where
         T: MakeTlsConnect<Socket> + Clone,
     {
+        if self.per_connection() {
+            let login = match self.fresh().await {
+                Ok(login) => login,
+                Err(error) => {
+                    // The last token made may still be valid (15 minutes); PostgreSQL decides.
+                    tracing::warn!(error = %error, "no fresh database login could be made; trying the last one");
+                    self.current().login
+                }
+            };
+            return login.applied_to(config).connect(tls).await;
+        }
         let current = self.current();
         match current.login.applied_to(config).connect(tls.clone()).await {
             Err(error) if refused(&error) => match self.reread(current.generation).await {
