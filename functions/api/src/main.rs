@@ -4,7 +4,7 @@
 use clinic_core::config::DatabaseConfig;
 use clinic_core::telemetry::{self, LogFormat};
 use clinic_http::{ApiConfig, AppState, KeyArns, LambdaKeys};
-use clinic_secrets::{Secrets, StartupSecrets};
+use clinic_secrets::{Secrets, StartupSecrets, WebhookKeySources};
 
 #[tokio::main]
 async fn main() -> Result<(), lambda_http::Error> {
@@ -20,7 +20,10 @@ async fn main() -> Result<(), lambda_http::Error> {
             None => Ok(None),
         }
     };
-    let shared = StartupSecrets::read(&database, arns.webhook.as_deref(), endpoint.as_deref());
+    // The webhook keys: in AWS the KMS key that seals (CLINIC_WEBHOOK_KMS_KEY_ID; this role may only
+    // encrypt with it), and an older keyring only where one is still configured.
+    let webhook = WebhookKeySources::from_env();
+    let shared = StartupSecrets::read(&database, &webhook, endpoint.as_deref());
     let (cursor, correlation, shared) = tokio::try_join!(secrets.read(&arns.cursor), correlation, shared)?;
     // Connections open lazily on the first request, so init stays small.
     let pool = shared.connect_pool(&database)?;

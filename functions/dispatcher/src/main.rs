@@ -18,11 +18,10 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     // One connection per batch in its mark, plus the claim's.
     let database = DatabaseConfig::from_env(config.steps_in_flight + 1)?;
     let sqs = SqsConfig::from_env()?;
-    let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
+    let webhook_keys = clinic_secrets::WebhookKeySources::from_env();
     let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
     let secrets =
-        clinic_secrets::StartupSecrets::read(&database, webhook_key_arn.as_deref(), aws_endpoint.as_deref())
-            .await?;
+        clinic_secrets::StartupSecrets::read(&database, &webhook_keys, aws_endpoint.as_deref()).await?;
     let pool = secrets.connect_pool(&database)?;
     let client = build_client_with(sqs.endpoint.as_deref(), SqsTimeouts::from_env()?).await;
     let transport = SqsTransport::from_config(client, &sqs);
@@ -40,8 +39,9 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     // The `webhooks` mode (docs/webhooks.md): retries of webhook deliveries; never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    // The keyring that opens webhook secrets: CLINIC_WEBHOOK_KEY_SECRET_ARN names its secret (never
-    // the key); without it this process sends no webhooks.
+    // The keys that open webhook secrets: the KMS key CLINIC_WEBHOOK_KMS_KEY_ID names (this role may
+    // decrypt with it) and, where older values remain, the keyring of CLINIC_WEBHOOK_KEY_SECRET_ARN;
+    // without either this process sends no webhooks.
     match secrets.webhook_key {
         Some(key) => {
             let body = clinic_sqs::webhook_body(&sqs.source_prefix);
@@ -49,7 +49,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
             let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
             housekeeping.webhooks = Some(Arc::new(sender));
         }
-        None => tracing::warn!("CLINIC_WEBHOOK_KEY_SECRET_ARN is not set: the webhooks mode sends nothing"),
+        None => tracing::warn!("no webhook key is configured: the webhooks mode sends nothing"),
     }
     let state = Arc::new(State::new(dispatcher, config.window, Mode::from_env()?, housekeeping));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

@@ -13,11 +13,10 @@ use lambda_runtime::{service_fn, LambdaEvent};
 async fn main() -> Result<(), lambda_runtime::Error> {
     telemetry::init(LogFormat::Json);
     let database = DatabaseConfig::from_env(4)?;
-    let webhook_key_arn = clinic_core::config::var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR);
+    let webhook_keys = clinic_secrets::WebhookKeySources::from_env();
     let aws_endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
     let secrets =
-        clinic_secrets::StartupSecrets::read(&database, webhook_key_arn.as_deref(), aws_endpoint.as_deref())
-            .await?;
+        clinic_secrets::StartupSecrets::read(&database, &webhook_keys, aws_endpoint.as_deref()).await?;
     let pool = secrets.connect_pool(&database)?;
     let mut state = State::from_env(pool.clone())?;
     // Delivery fast path (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
@@ -28,15 +27,16 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     }
     // Webhook first attempts (docs/webhooks.md); never loopback in Lambda.
     let webhooks = clinic_core::webhooks::WebhookConfig::from_env(false)?;
-    // The keyring that opens webhook secrets: CLINIC_WEBHOOK_KEY_SECRET_ARN names its secret (never
-    // the key); without it the first attempts are left to the scheduled `webhooks` mode.
+    // The keys that open webhook secrets: the KMS key CLINIC_WEBHOOK_KMS_KEY_ID names (this role may
+    // decrypt with it) and, where older values remain, the keyring of CLINIC_WEBHOOK_KEY_SECRET_ARN;
+    // without either the first attempts are left to the scheduled `webhooks` mode.
     match secrets.webhook_key {
         Some(key) => {
             let body = clinic_sqs::webhook_body(&state.source_prefix);
             let sender = clinic_core::webhooks::WebhookSender::new(pool, webhooks, key, body);
             state = state.with_webhooks(Arc::new(sender));
         }
-        None => tracing::warn!("CLINIC_WEBHOOK_KEY_SECRET_ARN is not set: no first webhook attempts here"),
+        None => tracing::warn!("no webhook key is configured: no first webhook attempts here"),
     }
     let state = Arc::new(state);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<_>| {

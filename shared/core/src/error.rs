@@ -37,6 +37,9 @@ pub enum DomainError {
     UnknownListeners(Vec<String>),
     #[error("database unavailable: {0}")]
     Unavailable(#[from] deadpool_postgres::PoolError),
+    /// The key service that seals webhook secrets did not answer (503; nothing was written).
+    #[error("{0}")]
+    SealingUnavailable(crate::webhooks::secret_box::SealError),
     #[error("database error: {0}")]
     Db(#[from] tokio_postgres::Error),
 }
@@ -45,7 +48,7 @@ impl DomainError {
     /// True when trying again later may succeed (database down, serialization failure, deadlock).
     pub fn is_transient(&self) -> bool {
         match self {
-            DomainError::Unavailable(_) => true,
+            DomainError::Unavailable(_) | DomainError::SealingUnavailable(_) => true,
             DomainError::Db(error) => crate::db::is_transient(error),
             _ => false,
         }

@@ -45,8 +45,8 @@ pub struct ApiConfig {
     pub webhook_egress: clinic_core::webhooks::guard::Egress,
     /// The workspaces known to exist: a caller naming another one is refused (cached per process).
     pub workspaces: crate::auth::KnownWorkspaces,
-    /// Seals webhook signing secrets on create and rotate (in Lambda the keyring of
-    /// `CLINIC_WEBHOOK_KEY_SECRET_ARN`; locally the data folder's key file;
+    /// Seals webhook signing secrets on create and rotate (in Lambda the KMS key of
+    /// `CLINIC_WEBHOOK_KMS_KEY_ID`, encrypt only; locally the data folder's key file;
     /// `clinic_core::webhooks::secret_box`). `None` (a Lambda without the setting): creating or
     /// rotating an endpoint answers 409, nothing is stored.
     pub webhook_key: Option<clinic_core::webhooks::secret_box::WebhookKey>,
@@ -70,8 +70,6 @@ pub struct KeyArns {
     /// `CLINIC_CORRELATION_KEY_SECRET_ARN`: the correlation key (its previous version is still
     /// accepted after a rotation); unset → derived from the cursor key.
     pub correlation: Option<String>,
-    /// `CLINIC_WEBHOOK_KEY_SECRET_ARN`: the webhook sealing keyring; unset → no sealing (409).
-    pub webhook: Option<String>,
 }
 
 impl KeyArns {
@@ -79,7 +77,6 @@ impl KeyArns {
         Ok(Self {
             cursor: required("CLINIC_CURSOR_KEY_SECRET_ARN")?,
             correlation: var("CLINIC_CORRELATION_KEY_SECRET_ARN"),
-            webhook: var(clinic_core::webhooks::secret_box::KEY_SECRET_ARN_VAR),
         })
     }
 }

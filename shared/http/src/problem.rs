@@ -199,6 +199,10 @@ fn domain_problem(error: &DomainError) -> Problem {
             problem(StatusCode::CONFLICT, "conflict", "Conflict", detail.clone())
         }
         DomainError::Unavailable(_) => unavailable(),
+        DomainError::SealingUnavailable(_) => Problem {
+            detail: "Webhook secrets cannot be sealed now; retry with the same Idempotency-Key.".into(),
+            ..unavailable()
+        },
         DomainError::Db(db) if clinic_core::db::is_transient(db) => unavailable(),
         // V16's erasure trigger, reached by a path that did not check first: the same answer.
         DomainError::Db(db)

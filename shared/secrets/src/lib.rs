@@ -27,6 +27,7 @@ use clinic_core::db::DbLogin;
 use clinic_core::webhooks::secret_box::WebhookKey;
 
 pub mod iam;
+pub mod kms;
 
 /// Client timeouts: a connection within 3 s, one attempt within 5 s, the whole call within 12 s.
 pub fn timeouts() -> TimeoutConfig {
@@ -189,9 +190,51 @@ pub async fn database_login_as(
     }
 }
 
+/// Where a process's webhook keys come from (each optional): the keyring's Secrets Manager secret
+/// (`CLINIC_WEBHOOK_KEY_SECRET_ARN`: seals without a key service, else opens older values only) and
+/// the KMS key that seals (`CLINIC_WEBHOOK_KMS_KEY_ID`; the deployed default).
+#[derive(Debug, Clone, Default)]
+pub struct WebhookKeySources {
+    pub keyring_arn: Option<String>,
+    pub kms_key_id: Option<String>,
+}
+
+impl WebhookKeySources {
+    /// `CLINIC_WEBHOOK_KEY_SECRET_ARN` and `CLINIC_WEBHOOK_KMS_KEY_ID` (a `main` calls this).
+    pub fn from_env() -> WebhookKeySources {
+        use clinic_core::webhooks::secret_box::{KEY_SECRET_ARN_VAR, KMS_KEY_VAR};
+        WebhookKeySources {
+            keyring_arn: clinic_core::config::var(KEY_SECRET_ARN_VAR),
+            kms_key_id: clinic_core::config::var(KMS_KEY_VAR),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.keyring_arn.is_none() && self.kms_key_id.is_none()
+    }
+
+    /// The webhook keys these sources name; `None` when they name none (this process seals and
+    /// opens nothing).
+    pub async fn read(&self, sdk: &aws_config::SdkConfig) -> Result<Option<WebhookKey>, SecretError> {
+        let ring = match &self.keyring_arn {
+            Some(arn) => Some(webhook_key(&Secrets::from_sdk(sdk), arn).await?),
+            None => None,
+        };
+        let service = self.kms_key_id.as_ref().map(|id| {
+            std::sync::Arc::new(kms::KmsKeys::new(sdk, id))
+                as std::sync::Arc<dyn clinic_core::webhooks::secret_box::KeyService>
+        });
+        Ok(match (ring, service) {
+            (ring, None) => ring,
+            (Some(ring), Some(service)) => Some(ring.with_service(service)),
+            (None, Some(service)) => Some(WebhookKey::service_only(service)),
+        })
+    }
+}
+
 /// What every Lambda may need at start-up, each only when configured (at once): the database
-/// login ([`database_login_as`]) and the webhook keyring. Neither: no AWS call at all. `endpoint`
-/// overrides the services' address (`CLINIC_AWS_ENDPOINT`: an emulator).
+/// login ([`database_login_as`]) and the webhook keys ([`WebhookKeySources`]). Neither: no AWS call
+/// at all. `endpoint` overrides the services' address (`CLINIC_AWS_ENDPOINT`: an emulator).
 #[derive(Debug, Default)]
 pub struct StartupSecrets {
     pub login: Option<DbLogin>,
@@ -201,21 +244,15 @@ pub struct StartupSecrets {
 impl StartupSecrets {
     pub async fn read(
         database: &DatabaseConfig,
-        webhook_arn: Option<&str>,
+        webhook: &WebhookKeySources,
         endpoint: Option<&str>,
     ) -> Result<StartupSecrets, SecretError> {
-        if database.auth == DbAuth::Url && webhook_arn.is_none() {
+        if database.auth == DbAuth::Url && webhook.is_empty() {
             return Ok(StartupSecrets::default());
         }
         let sdk = load_sdk(endpoint).await;
         let login = database_login_as(&sdk, database);
-        let webhook_key = async {
-            match webhook_arn {
-                Some(arn) => webhook_key(&Secrets::from_sdk(&sdk), arn).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let (login, webhook_key) = futures::future::try_join(login, webhook_key).await?;
+        let (login, webhook_key) = futures::future::try_join(login, webhook.read(&sdk)).await?;
         Ok(StartupSecrets { login, webhook_key })
     }
 

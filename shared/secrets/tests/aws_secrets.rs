@@ -224,10 +224,12 @@ async fn a_rotated_webhook_key_opens_old_rows_and_reseals_them_in_batches() {
     let mut rows = Vec::new();
     for _ in 0..5 {
         let (id, secret, previous) = (WebhookEndpointId::generate(), Secret::generate(), Secret::generate());
+        let (sealed, sealed_previous) =
+            (old.seal(id, &secret).await.unwrap(), old.seal(id, &previous).await.unwrap());
         conn.execute(
             "INSERT INTO webhook_endpoints (id, workspace_id, url, secret, previous_secret, previous_expires_at) \
              VALUES ($1, $2, 'https://hooks.example.com/x', $3, $4, now() + interval '1 day')",
-            &[&id, &workspace, &old.seal(id, &secret), &old.seal(id, &previous)],
+            &[&id, &workspace, &sealed, &sealed_previous],
         )
         .await
         .unwrap();

@@ -21,7 +21,7 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::secret_box::{OpenError, WebhookKey};
+use super::secret_box::{OpenError, SealError, WebhookKey};
 use super::signing::Secret;
 use crate::db::sql;
 use crate::domain::input::{self, FieldError};
@@ -250,12 +250,10 @@ pub async fn create(
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
     );
     let types = names(&new.event_types);
-    let row = sql::query_one(
-        client,
-        &insert,
-        &[&id, &workspace, &new.url, &new.description, &types, &key.seal(id, &secret)],
-    )
-    .await?;
+    let sealed = key.seal(id, &secret).await.map_err(DomainError::SealingUnavailable)?;
+    let row =
+        sql::query_one(client, &insert, &[&id, &workspace, &new.url, &new.description, &types, &sealed])
+            .await?;
     audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
     Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
 }
@@ -361,12 +359,16 @@ pub async fn rotate(
     }
     let current: String =
         sql::query_opt(client, CURRENT, &[&workspace, &id]).await?.ok_or(DomainError::NotFound)?.get(0);
-    // The rotated-out secret is kept sealed: a legacy clear one is sealed now.
-    let previous = key.reseal(id, &current).map_err(unreadable)?;
+    // The rotated-out secret is kept sealed: a legacy clear one is sealed now; a sealed one stays
+    // as it is (the API may be unable to open it: it only seals with a key service).
+    let previous = match current.starts_with("whsec_") {
+        true => key.reseal(id, &current).await.map_err(unreadable)?,
+        false => current,
+    };
     let secret = Secret::generate();
     let statement = format!("{ROTATE}{COLUMNS}");
     let hours = overlap_hours as f64;
-    let sealed = key.seal(id, &secret);
+    let sealed = key.seal(id, &secret).await.map_err(DomainError::SealingUnavailable)?;
     let row = sql::query_opt(client, &statement, &[&workspace, &id, &sealed, &hours, &previous])
         .await?
         .ok_or(DomainError::NotFound)?;
@@ -389,7 +391,10 @@ pub async fn clear_expired_previous(
 }
 
 fn unreadable(error: OpenError) -> DomainError {
-    DomainError::Conflict(error.to_string())
+    match error {
+        OpenError::Unavailable => DomainError::SealingUnavailable(SealError::Unavailable),
+        other => DomainError::Conflict(other.to_string()),
+    }
 }
 
 const SIGNING: &str = "SELECT secret, CASE WHEN previous_expires_at > now() THEN previous_secret END \
@@ -405,16 +410,21 @@ pub async fn signing(
     let Some(row) = sql::query_opt(client, SIGNING, &[&id]).await? else {
         return Ok(None);
     };
-    let previous: Option<String> = row.get(1);
-    let opened = key.open(id, row.get(0)).and_then(|current| {
-        let previous = previous.as_deref().map(|stored| key.open(id, stored)).transpose()?;
+    let (current, previous): (String, Option<String>) = (row.get(0), row.get(1));
+    let opened = async {
+        let current = key.open(id, &current).await?;
+        let previous = match previous {
+            Some(stored) => Some(key.open(id, &stored).await?),
+            None => None,
+        };
         Ok(Signing { current, previous })
-    });
-    Ok(Some(opened))
+    };
+    Ok(Some(opened.await))
 }
 
-/// Rows holding a value not sealed under the current key (`$2` is its `enc2:<id>:` prefix): legacy
-/// clear values, `enc1:` values and values under a previous key; locked.
+/// Rows holding a value not sealed as it must be now (`$2` is [`WebhookKey::sealed_prefix`]): legacy
+/// clear values, `enc1:` values, values under a previous key, and keyring values once a key
+/// service seals; locked.
 const CLEAR_ROWS: &str = "SELECT id, secret, previous_secret FROM webhook_endpoints \
      WHERE NOT starts_with(secret, $2) OR NOT starts_with(previous_secret, $2) \
      ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
@@ -434,10 +444,13 @@ pub async fn seal_clear(
     let prefix = key.sealed_prefix();
     for row in sql::query(client, CLEAR_ROWS, &[&batch, &prefix]).await? {
         let id: WebhookEndpointId = row.get(0);
-        let current = key.reseal(id, row.get(1));
-        let previous = row.get::<_, Option<String>>(2).map(|stored| key.reseal(id, &stored)).transpose();
+        let current = key.reseal(id, row.get(1)).await;
+        let previous = match row.get::<_, Option<String>>(2) {
+            Some(stored) => key.reseal(id, &stored).await.map(Some),
+            None => Ok(None),
+        };
         let (Ok(current), Ok(previous)) = (current, previous) else {
-            tracing::warn!(endpoint_id = %id, "webhook secret does not open under this keyring; left as it is");
+            tracing::warn!(endpoint_id = %id, "webhook secret could not be sealed again now; left as it is");
             continue;
         };
         sealed += sql::execute(client, SEAL_ROW, &[&id, &current, &previous]).await?;

@@ -41,7 +41,7 @@ use tokio::sync::watch;
 use super::client::{self, Signed, Timeouts};
 use super::endpoints;
 use super::guard::{self, Egress, Resolve, SystemResolver};
-use super::secret_box::WebhookKey;
+use super::secret_box::{OpenError, WebhookKey};
 use super::store::{self, AttemptRecord, Claimed, Next};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
@@ -351,7 +351,10 @@ impl WebhookSender {
             (Some(_), Some(Err(error))) => {
                 tracing::warn!(delivery_id = %delivery.id, endpoint_id = %delivery.endpoint_id,
                     error = %error, "webhook secret does not open; nothing sent");
-                Err(("secret_unreadable", true))
+                match error {
+                    OpenError::Unavailable => Err(("key_service_unavailable", true)),
+                    _ => Err(("secret_unreadable", true)),
+                }
             }
             // The event or the endpoint vanished: nothing to send, ever.
             _ => Err(("gone", false)),
