@@ -19,7 +19,7 @@
 //!   `Deadline::Invocation`), which `clinic dev`'s local transport uses too: after the commit, ONE
 //!   after-commit step, awaited before the message is answered — the delivery fast path (with a
 //!   [`Sender`] configured, a run that committed a new notification sends it at once) and a
-//!   `webhook_fan_out` run's first webhook attempts (`WebhookSender::first_attempts`). A failure
+//!   `webhook_fan_out` run's first webhook attempts (`WebhookSender::send_event`). A failure
 //!   there never fails the message: the rows stay due for the housekeeping `deliver` and `webhooks`
 //!   modes. The step starts no provider or receiver call it cannot finish before the message would
 //!   be abandoned: a call cut off after the provider accepted the message would leave the row to be

@@ -37,9 +37,10 @@ pub enum DomainError {
     UnknownListeners(Vec<String>),
     #[error("database unavailable: {0}")]
     Unavailable(#[from] deadpool_postgres::PoolError),
-    /// The key service that seals webhook secrets did not answer (503; nothing was written).
-    #[error("{0}")]
-    SealingUnavailable(crate::webhooks::secret_box::SealError),
+    /// The key service that seals webhook secrets did not answer or refused (503; nothing was
+    /// written).
+    #[error("webhook secrets cannot be sealed now: the key service is unavailable")]
+    SealingUnavailable,
     #[error("database error: {0}")]
     Db(#[from] tokio_postgres::Error),
 }
@@ -48,7 +49,7 @@ impl DomainError {
     /// True when trying again later may succeed (database down, serialization failure, deadlock).
     pub fn is_transient(&self) -> bool {
         match self {
-            DomainError::Unavailable(_) | DomainError::SealingUnavailable(_) => true,
+            DomainError::Unavailable(_) | DomainError::SealingUnavailable => true,
             DomainError::Db(error) => crate::db::is_transient(error),
             _ => false,
         }

@@ -199,7 +199,7 @@ fn domain_problem(error: &DomainError) -> Problem {
             problem(StatusCode::CONFLICT, "conflict", "Conflict", detail.clone())
         }
         DomainError::Unavailable(_) => unavailable(),
-        DomainError::SealingUnavailable(_) => Problem {
+        DomainError::SealingUnavailable => Problem {
             detail: "Webhook secrets cannot be sealed now; retry with the same Idempotency-Key.".into(),
             ..unavailable()
         },

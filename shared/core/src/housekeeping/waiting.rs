@@ -64,7 +64,7 @@ impl Waiting {
             .into_iter()
             .map(|(queue, count)| {
                 let mut document =
-                    crate::dispatch::metrics::envelope(timestamp_ms, &["Queue"], &[(METRIC, "Count")]);
+                    crate::telemetry::emf::document(timestamp_ms, &["Queue"], &[(METRIC, "Count")]);
                 document.insert("Queue".into(), json!(queue));
                 document.insert(METRIC.into(), json!(count));
                 Value::Object(document)

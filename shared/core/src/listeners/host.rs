@@ -9,7 +9,7 @@
 //!   - the notification fast path: a run that applied its work sends the notification it recorded
 //!     (key `"{event_id}:{listener}"`) through the delivery [`Sender`];
 //!   - the first attempts of the webhook deliveries a fan-out just created
-//!     ([`WebhookSender::first_attempts`]).
+//!     ([`WebhookSender::send_event`]; the webhooks module knows nothing of listeners).
 //!
 //!   A failure there never fails the run: the rows stay due and the housekeeping `deliver` and
 //!   `webhooks` modes (or `clinic dev`'s loops) send them. A host without a sender leaves that part to
@@ -215,12 +215,17 @@ impl ListenerHost {
                 tracing::warn!(error = %error, "delivery fast path failed; housekeeping will send it");
             }
         }
-        if let Some(webhooks) = &self.webhooks {
+        let fan_out = self.webhooks.as_ref().filter(|_| created_deliveries(delivery.listener, outcome));
+        if let Some(webhooks) = fan_out {
+            let event = delivery.envelope.id;
             if until.is_none_or(|until| left(until) >= webhooks.step_bound()) {
-                webhooks.first_attempts(delivery.listener, outcome, delivery.envelope.id).await;
-            } else if delivery.listener == Listener::WebhookFanOut {
+                if let Err(error) = webhooks.send_event(event).await {
+                    tracing::warn!(event_id = %event, error = %error,
+                        "first webhook attempt failed to run; the scheduled step sends it");
+                }
+            } else {
                 tracing::info!(
-                    event_id = %delivery.envelope.id,
+                    event_id = %event,
                     "too close to the deadline for a webhook attempt; leaving it to housekeeping"
                 );
             }
@@ -231,4 +236,9 @@ impl ListenerHost {
 /// The time left until `until` (zero once passed).
 fn left(until: SystemTime) -> Duration {
     until.duration_since(SystemTime::now()).unwrap_or_default()
+}
+/// Whether a run was a fan-out that created webhook deliveries (their first attempts follow).
+fn created_deliveries(listener: Listener, outcome: ListenerOutcome) -> bool {
+    listener == Listener::WebhookFanOut
+        && matches!(outcome, ListenerOutcome::Applied { effects } if effects > 0)
 }

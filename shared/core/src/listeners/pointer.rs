@@ -17,8 +17,6 @@
 
 use std::sync::LazyLock;
 
-use serde_json::json;
-
 use super::{is_routed, Listener, ListenerError};
 use crate::db::{sql, Tx};
 use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS, ENVELOPE_COLUMN_COUNT};
@@ -26,7 +24,7 @@ use crate::events::Envelope;
 use crate::ids::WorkspaceId;
 
 /// The namespace of listener metrics.
-pub const NAMESPACE: &str = "Clinic/Listeners";
+pub use crate::telemetry::emf::LISTENERS as NAMESPACE;
 
 macro_rules! rejections {
     ($($variant:ident => $name:literal;)+) => {
@@ -241,19 +239,8 @@ pub(super) fn report(delivery: &Delivery<'_>, rejection: Rejection) {
 
 /// The EMF line of one rejection (dimensions Listener and Reason, metric `Rejected` = 1).
 pub fn rejected_emf(listener: Listener, rejection: Rejection, timestamp_ms: i64) -> serde_json::Value {
-    json!({
-        "_aws": {
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [["Listener", "Reason"]],
-                "Metrics": [{ "Name": "Rejected", "Unit": "Count" }],
-            }],
-        },
-        "Listener": listener.as_str(),
-        "Reason": rejection.as_str(),
-        "Rejected": 1,
-    })
+    let dimensions = [("Listener", listener.as_str()), ("Reason", rejection.as_str())];
+    crate::telemetry::emf::line(NAMESPACE, timestamp_ms, &dimensions, &[("Rejected", "Count", 1)])
 }
 
 #[cfg(test)]

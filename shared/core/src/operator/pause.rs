@@ -186,21 +186,10 @@ pub async fn totals(client: &impl GenericClient) -> Result<(i64, i64), tokio_pos
 /// logged and nothing is printed.
 pub async fn emit_metrics(client: &impl GenericClient) {
     match totals(client).await {
-        Ok((paused, held)) => {
-            let line = serde_json::json!({
-                "_aws": {
-                    "Timestamp": Utc::now().timestamp_millis(),
-                    "CloudWatchMetrics": [{
-                        "Namespace": crate::metrics::NAMESPACE,
-                        "Dimensions": [[]],
-                        "Metrics": [{"Name": "PausedListeners", "Unit": "Count"}, {"Name": "HeldStarts", "Unit": "Count"}],
-                    }],
-                },
-                "PausedListeners": paused,
-                "HeldStarts": held,
-            });
-            println!("{line}");
-        }
+        Ok((paused, held)) => crate::telemetry::emf::print(
+            &[],
+            &[("PausedListeners", "Count", paused), ("HeldStarts", "Count", held)],
+        ),
         Err(error) => tracing::warn!(error = %error, "could not read the paused listeners"),
     }
 }

@@ -15,6 +15,7 @@
 //!   call it before an invocation returns, since a frozen container exports nothing.
 //! - Span and trace ids use the X-Ray format ([`traceparent::new_trace_id`]), valid for OTLP too.
 
+pub mod emf;
 pub mod spans;
 pub mod traceparent;
 

@@ -250,7 +250,7 @@ pub async fn create(
          VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
     );
     let types = names(&new.event_types);
-    let sealed = key.seal(id, &secret).await.map_err(DomainError::SealingUnavailable)?;
+    let sealed = key.seal(id, &secret).await.map_err(sealing)?;
     let row =
         sql::query_one(client, &insert, &[&id, &workspace, &new.url, &new.description, &types, &sealed])
             .await?;
@@ -368,7 +368,7 @@ pub async fn rotate(
     let secret = Secret::generate();
     let statement = format!("{ROTATE}{COLUMNS}");
     let hours = overlap_hours as f64;
-    let sealed = key.seal(id, &secret).await.map_err(DomainError::SealingUnavailable)?;
+    let sealed = key.seal(id, &secret).await.map_err(sealing)?;
     let row = sql::query_opt(client, &statement, &[&workspace, &id, &sealed, &hours, &previous])
         .await?
         .ok_or(DomainError::NotFound)?;
@@ -390,9 +390,14 @@ pub async fn clear_expired_previous(
     sql::execute(client, CLEAR_EXPIRED_PREVIOUS, &[&batch]).await
 }
 
+fn sealing(error: SealError) -> DomainError {
+    tracing::warn!(error = %error, "a webhook secret could not be sealed; nothing stored");
+    DomainError::SealingUnavailable
+}
+
 fn unreadable(error: OpenError) -> DomainError {
     match error {
-        OpenError::Unavailable => DomainError::SealingUnavailable(SealError::Unavailable),
+        OpenError::Unavailable => DomainError::SealingUnavailable,
         other => DomainError::Conflict(other.to_string()),
     }
 }

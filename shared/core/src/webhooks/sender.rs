@@ -47,7 +47,6 @@ use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
 use crate::lease::{RetryPolicy, Verdict};
-use crate::listeners::{Listener, ListenerOutcome};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
 /// builder, `events::cloudevent::to_published_event`, without the `listener` extension; injected as
@@ -188,11 +187,6 @@ impl std::fmt::Debug for WebhookSender {
     }
 }
 
-fn is_new_fan_out(listener: Listener, outcome: ListenerOutcome) -> bool {
-    listener == Listener::WebhookFanOut
-        && matches!(outcome, ListenerOutcome::Applied { effects } if effects > 0)
-}
-
 /// What the next status is after an answer (or no answer) of attempt `attempts`.
 pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Duration>) -> Next {
     match status {
@@ -228,27 +222,6 @@ impl WebhookSender {
     /// The first attempt of `event`'s deliveries, right after the fan-out committed.
     pub async fn send_event(&self, event: EventId) -> Result<WebhookReport, WebhookError> {
         self.step(Some(event)).await
-    }
-
-    /// After a listener run committed: when it was a fan-out that created deliveries, their first
-    /// attempt runs now (the listener Lambda awaits it before answering the message). A failure is
-    /// only logged: the rows stay due and the scheduled step sends them.
-    pub async fn first_attempts(&self, listener: Listener, outcome: ListenerOutcome, event: EventId) {
-        if !is_new_fan_out(listener, outcome) {
-            return;
-        }
-        if let Err(error) = self.send_event(event).await {
-            tracing::warn!(event_id = %event, error = %error, "first webhook attempt failed to run; the scheduled step sends it");
-        }
-    }
-
-    /// [`WebhookSender::first_attempts`] beside the caller (the local transport: the dispatcher does
-    /// not wait on receivers).
-    pub fn after_listener(self: &Arc<Self>, listener: Listener, outcome: ListenerOutcome, event: EventId) {
-        if is_new_fan_out(listener, outcome) {
-            let sender = self.clone();
-            tokio::spawn(async move { sender.first_attempts(listener, outcome, event).await });
-        }
     }
 
     /// Disables failing endpoints, then sends due deliveries until none is due or `max_steps`
@@ -468,18 +441,8 @@ impl WebhookSender {
 /// One EMF line: `WebhookEndpointDisabled` (count) in the dispatcher's namespace; the template's
 /// alarm watches it.
 fn emit_disabled_metric(count: usize) {
-    let line = serde_json::json!({
-        "_aws": {
-            "Timestamp": chrono::Utc::now().timestamp_millis(),
-            "CloudWatchMetrics": [{
-                "Namespace": crate::dispatch::metrics::NAMESPACE,
-                "Dimensions": [[]],
-                "Metrics": [{ "Name": "WebhookEndpointDisabled", "Unit": "Count" }],
-            }],
-        },
-        "WebhookEndpointDisabled": count,
-    });
-    println!("{line}");
+    let count = i64::try_from(count).unwrap_or(i64::MAX);
+    crate::telemetry::emf::print(&[], &[("WebhookEndpointDisabled", "Count", count)]);
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::config::ConfigError;
 use crate::events::EventType;
@@ -42,7 +42,7 @@ mod recorder;
 pub use recorder::{flush_pooled, oldest_pending_age_ms, read_ages, Ages, Recorder, EMIT_EVERY};
 
 /// The CloudWatch namespace of every dispatcher metric.
-pub const NAMESPACE: &str = "Clinic/Outbox";
+pub use crate::telemetry::emf::NAMESPACE;
 
 /// EMF accepts at most 100 values for one metric in one line.
 pub const MAX_VALUES: usize = 100;
@@ -270,29 +270,7 @@ impl DispatchMetrics {
     }
 }
 
-/// An EMF document with its `_aws` metadata and no values yet.
-/// The `_aws` part of an EMF document in [`NAMESPACE`] (also used by `housekeeping::waiting`).
-pub(crate) fn envelope(
-    timestamp_ms: i64,
-    dimensions: &[&str],
-    metrics: &[(&str, &str)],
-) -> Map<String, Value> {
-    let definitions: Vec<Value> =
-        metrics.iter().map(|(name, unit)| json!({ "Name": name, "Unit": unit })).collect();
-    let mut document = Map::new();
-    document.insert(
-        "_aws".into(),
-        json!({
-            "Timestamp": timestamp_ms,
-            "CloudWatchMetrics": [{
-                "Namespace": NAMESPACE,
-                "Dimensions": [dimensions],
-                "Metrics": definitions,
-            }],
-        }),
-    );
-    document
-}
+pub(crate) use crate::telemetry::emf::document as envelope;
 
 #[cfg(test)]
 mod tests {
