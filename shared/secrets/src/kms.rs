@@ -51,6 +51,20 @@ fn classify(code: Option<&str>) -> KeyServiceError {
     }
 }
 
+/// The bytes of a KMS answer, or why there are none (logged with the service's code only).
+fn answered<E: ProvideErrorMetadata>(
+    operation: &str,
+    answer: Result<Option<Blob>, E>,
+) -> Result<Vec<u8>, KeyServiceError> {
+    match answer {
+        Ok(bytes) => bytes.map(Blob::into_inner).ok_or(KeyServiceError::Unavailable),
+        Err(error) => {
+            tracing::warn!(code = error.code().unwrap_or("unreachable"), operation, "KMS call failed");
+            Err(classify(error.code()))
+        }
+    }
+}
+
 impl KeyService for KmsKeys {
     fn encrypt<'a>(
         &'a self,
@@ -66,16 +80,7 @@ impl KeyService for KmsKeys {
                 .encryption_context(CONTEXT_KEY, context)
                 .send()
                 .await;
-            match answer {
-                Ok(output) => {
-                    output.ciphertext_blob.map(Blob::into_inner).ok_or(KeyServiceError::Unavailable)
-                }
-                Err(error) => {
-                    let refused = classify(error.code());
-                    tracing::warn!(code = error.code().unwrap_or("unreachable"), "KMS encrypt failed");
-                    Err(refused)
-                }
-            }
+            answered("encrypt", answer.map(|output| output.ciphertext_blob))
         })
     }
 
@@ -93,14 +98,7 @@ impl KeyService for KmsKeys {
                 .encryption_context(CONTEXT_KEY, context)
                 .send()
                 .await;
-            match answer {
-                Ok(output) => output.plaintext.map(Blob::into_inner).ok_or(KeyServiceError::Unavailable),
-                Err(error) => {
-                    let refused = classify(error.code());
-                    tracing::warn!(code = error.code().unwrap_or("unreachable"), "KMS decrypt failed");
-                    Err(refused)
-                }
-            }
+            answered("decrypt", answer.map(|output| output.plaintext))
         })
     }
 }

@@ -36,6 +36,22 @@ async fn kms_key(sdk: &aws_config::SdkConfig) -> Arc<dyn KeyService> {
     Arc::new(KmsKeys::new(sdk, key_id))
 }
 
+/// A KMS key on the emulator and a fresh database with one workspace; `None` (skipped, said so)
+/// without an emulator.
+async fn kms_and_database(
+    clinic: &str,
+) -> Option<(Arc<dyn KeyService>, clinic_testkit::TestDb, WorkspaceId)> {
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING KMS TEST: no KMS emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return None;
+    };
+    let service = kms_key(&sdk(&endpoint).await).await;
+    let db = clinic_testkit::fresh_db().await;
+    let workspace = WorkspaceId::generate();
+    clinic_core::workspaces::insert_workspace(&db.client().await, workspace, clinic).await.unwrap();
+    Some((service, db, workspace))
+}
+
 fn new_endpoint() -> NewEndpoint {
     NewEndpoint {
         url: "https://hooks.example.com/in".into(),
@@ -46,16 +62,10 @@ fn new_endpoint() -> NewEndpoint {
 
 #[tokio::test]
 async fn the_api_seals_with_kms_and_only_the_sender_opens_for_that_endpoint() {
-    let Some(endpoint) = emulator() else {
-        eprintln!("!!! SKIPPING KMS TEST: no KMS emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+    let Some((service, db, workspace)) = kms_and_database("KMS clinic").await else {
         return;
     };
-    let sdk = sdk(&endpoint).await;
-    let service = kms_key(&sdk).await;
-    let db = clinic_testkit::fresh_db().await;
     let conn = db.client().await;
-    let workspace = WorkspaceId::generate();
-    clinic_core::workspaces::insert_workspace(&conn, workspace, "KMS clinic").await.unwrap();
 
     let api = WebhookKey::service_only(Arc::clone(&service));
     let created = endpoints::create(&conn, &api, workspace, &new_endpoint(), "test").await.unwrap();
@@ -93,16 +103,10 @@ async fn the_api_seals_with_kms_and_only_the_sender_opens_for_that_endpoint() {
 
 #[tokio::test]
 async fn older_keyring_values_move_to_kms_in_batches() {
-    let Some(endpoint) = emulator() else {
-        eprintln!("!!! SKIPPING KMS TEST: no KMS emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+    let Some((service, db, workspace)) = kms_and_database("Moving clinic").await else {
         return;
     };
-    let sdk = sdk(&endpoint).await;
-    let service = kms_key(&sdk).await;
-    let db = clinic_testkit::fresh_db().await;
     let mut conn = db.client().await;
-    let workspace = WorkspaceId::generate();
-    clinic_core::workspaces::insert_workspace(&conn, workspace, "Moving clinic").await.unwrap();
     let ring = WebhookKey::from_bytes([5; 32]);
     let mut rows = Vec::new();
     for n in 0..3 {
