@@ -20,21 +20,7 @@ use chrono::Utc;
 
 use crate::ids::NotificationId;
 
-/// How a message reaches its recipient.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Email,
-    Sms,
-}
-
-impl Channel {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Channel::Email => "email",
-            Channel::Sms => "sms",
-        }
-    }
-}
+pub use crate::domain::contact::Channel;
 
 /// One rendered message, for one provider call only.
 #[derive(Clone)]
