@@ -306,8 +306,9 @@ async fn no_contact_and_opt_out_are_outcomes_not_errors() {
     let conn = opted.app.db.client().await;
     conn.execute("UPDATE patients SET notifications_opt_out = true", &[]).await.unwrap();
     opted.run_listener(Listener::PatientBookingConfirmation).await;
-    assert_eq!(opted.sender(config(UncertainPolicy::Resend)).await.send_due(10).await.unwrap().opted_out, 1);
-    assert_eq!(opted.row().await.0, "opted_out");
+    assert_eq!(opted.sender(config(UncertainPolicy::Resend)).await.send_due(10).await.unwrap().suppressed, 1);
+    let (status, _, _, code, _) = opted.row().await;
+    assert_eq!((status.as_str(), code.as_deref()), ("suppressed", Some("opted_out")));
     assert!(opted.emails().await.is_empty());
 }
 
