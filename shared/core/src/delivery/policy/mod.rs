@@ -293,3 +293,6 @@ mod tests {
         assert!(matches!(decide(&prefs, Channel::Sms, reminder, night), Decision::Defer { .. }));
     }
 }
+
+#[cfg(test)]
+mod property_tests;
