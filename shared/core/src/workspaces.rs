@@ -147,7 +147,7 @@ pub async fn set_quiet_hours(
 }
 
 const CONTACT_SETTINGS: &str =
-    "SELECT time_zone, quiet_hours_start, quiet_hours_end, quiet_hours_bypass FROM workspaces WHERE id = $1";
+    "SELECT time_zone, quiet_hours_start, quiet_hours_end, quiet_hours_bypass, name FROM workspaces WHERE id = $1";
 
 /// What the contact policy reads from the workspace (migration V22).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +159,8 @@ pub struct ContactSettings {
     pub quiet_hours_end: chrono::NaiveTime,
     /// Stored names of the kinds that may bypass quiet hours (only `change_notice` is allowed).
     pub quiet_hours_bypass: Vec<String>,
+    /// The clinic's name (every SMS names it).
+    pub name: String,
 }
 
 /// The workspace's contact settings; `None` when the workspace does not exist.
@@ -172,6 +174,7 @@ pub async fn contact_settings(
         quiet_hours_start: row.get(1),
         quiet_hours_end: row.get(2),
         quiet_hours_bypass: row.get(3),
+        name: row.get(4),
     }))
 }
 

@@ -46,6 +46,7 @@ pub mod policy;
 mod provider;
 pub mod render;
 mod sender;
+pub mod sms;
 mod store;
 
 pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};

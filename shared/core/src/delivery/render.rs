@@ -1,6 +1,7 @@
 //! Rendering at send time: reload the appointment, the recipient and the workspace's time zone,
 //! choose the channel from the recipient's contact data, and fill the template kept in the
 //! repository (`templates/<template id>.txt`: a `subject:` line, an `sms:` line, `---`, the email body).
+//! What an SMS may say is checked at start-up ([`super::sms`]).
 //!
 //! Who is notified, per template (the listener decides; see `listeners::workflows`):
 //!
@@ -37,6 +38,7 @@ use deadpool_postgres::GenericClient;
 
 use super::policy::{self, Decision, Notice, Preferences, QuietHours, SuppressReason};
 use super::provider::{Channel, OutgoingMessage, Providers};
+use super::sms;
 use super::{ClaimedDelivery, DeliveryConfig, RecipientKind};
 use crate::db::sql;
 use crate::disclosures::{self, Purpose};
@@ -72,7 +74,8 @@ templates!(
 );
 
 /// The placeholders a template may use.
-pub const PLACEHOLDERS: &[&str] = &["recipient_name", "practitioner", "starts_at", "ends_at", "time_zone"];
+pub const PLACEHOLDERS: &[&str] =
+    &["recipient_name", "practitioner", "starts_at", "ends_at", "time_zone", "clinic"];
 
 fn parse_template(id: &'static str, text: &'static str) -> Option<Template> {
     let (head, body) = text.split_once("\n---\n")?;
@@ -276,7 +279,12 @@ pub async fn prepare(
     }
     let starts_at = local_time(appointment.starts_at, zone);
     let ends_at = local_time(appointment.ends_at, zone);
+    let clinic = match channel {
+        Channel::Email => settings.name.clone(),
+        Channel::Sms => sms::gsm7_safe(&settings.name, sms::CLINIC_MAX),
+    };
     let values = [
+        ("clinic", clinic.as_str()),
         ("recipient_name", contact.name.as_str()),
         ("practitioner", practitioner.display_name.as_str()),
         ("starts_at", starts_at.as_str()),
@@ -287,6 +295,10 @@ pub async fn prepare(
         Channel::Email => (config.email_from.clone(), fill(template.body, &values)),
         Channel::Sms => (config.sms_sender_id.clone(), fill(template.sms, &values)),
     };
+    // The start-up check proved the template fits one segment with its longest values; counted again.
+    if channel == Channel::Sms && sms::gsm7_units(&body).is_none_or(|units| units > sms::SEGMENT) {
+        return Ok(Prepared::NotRenderable("sms_too_long"));
+    }
     let message = OutgoingMessage {
         notification_id: delivery.id,
         template: template.id.to_owned(),
@@ -318,7 +330,6 @@ mod tests {
                 }
             }
             assert!(!template.subject.contains('{'), "{id}: subjects carry no personal values");
-            assert!(template.sms.chars().count() <= 160 - 40, "{id}: SMS text leaves room for values");
         }
         assert!(template("appointment.unknown").is_none());
     }
