@@ -53,6 +53,7 @@ pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
 pub use provider::{
     Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
+    RECIPIENT_OPTED_OUT,
 };
 pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, SEND_MARGIN};
 pub use store::{ClaimedDelivery, DeliveryClaim};

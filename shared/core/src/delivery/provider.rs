@@ -22,6 +22,11 @@ use crate::ids::NotificationId;
 
 pub use crate::domain::contact::Channel;
 
+/// The error code of a provider that found the recipient on the channel's own opt-out list (an SMS
+/// STOP reply): the sender suppresses the message (`opted_out`) and records the opt-out on the
+/// patient.
+pub const RECIPIENT_OPTED_OUT: &str = "recipient_opted_out";
+
 /// One rendered message, for one provider call only.
 #[derive(Clone)]
 pub struct OutgoingMessage {

@@ -326,8 +326,16 @@ impl Sender {
                         }
                     }
                 };
+                let message_channel = message.channel;
                 drop(message);
-                (self.after_call(row, result, bypassed_quiet_hours), Some(channel))
+                if matches!(&result, Err(error) if error.code == super::RECIPIENT_OPTED_OUT) {
+                    // The channel's own opt-out list (an SMS STOP reply): honoured at once.
+                    self.record_provider_opt_out(row, message_channel).await?;
+                    let reason = super::policy::SuppressReason::OptedOut.code();
+                    (DeliveryOutcome::Suppressed { id: row.id, reason }, Some(channel))
+                } else {
+                    (self.after_call(row, result, bypassed_quiet_hours), Some(channel))
+                }
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
             Prepared::Deferred(until) => (DeliveryOutcome::Deferred { id: row.id, until }, None),
@@ -366,6 +374,40 @@ impl Sender {
             "delivery marked"
         );
         Ok(if marked { outcome } else { DeliveryOutcome::Fenced { id: row.id } })
+    }
+
+    /// Records on the patient that the provider found them on `channel`'s opt-out list: one
+    /// `patient.updated` event (actor the patient), none when already recorded.
+    async fn record_provider_opt_out(
+        &self,
+        row: &ClaimedDelivery,
+        channel: super::Channel,
+    ) -> Result<(), SendError> {
+        if row.recipient_kind != Some(super::RecipientKind::Patient) {
+            return Ok(());
+        }
+        let patient = crate::ids::PatientId::from_ulid(row.recipient_id);
+        let ctx = crate::patients::patient_ctx(row.workspace_id, patient, row.event_id);
+        let mut conn = self.pool.get().await?;
+        let tx = conn.transaction().await?;
+        let opt_out = crate::patients::OptOut::Channel(channel);
+        match crate::patients::record_opt_out(&tx, &ctx, patient, opt_out).await {
+            Ok(recorded) => {
+                tx.commit().await?;
+                tracing::info!(
+                    notification_id = %row.id,
+                    patient_id = %patient,
+                    channel = channel.as_str(),
+                    recorded = recorded.is_some(),
+                    "the provider reports the recipient opted out; recorded on the patient"
+                );
+            }
+            // A patient gone since the render: nothing to record; the message is suppressed anyway.
+            Err(_) => {
+                tracing::warn!(notification_id = %row.id, "provider opt-out not recorded (patient gone)");
+            }
+        }
+        Ok(())
     }
 
     fn after_call(

@@ -270,6 +270,64 @@ pub async fn update(
     Ok((patient, event))
 }
 
+/// An opt-out the patient made outside the API: a STOP reply the SMS provider reports (the channel),
+/// or an email's one-click unsubscribe (the kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptOut {
+    Channel(Channel),
+    Kind(MessageKind),
+}
+
+/// Records `opt_out` on the patient at once: one `patient.updated` event naming the changed field
+/// (`contactChannels` or `contactOptOuts`), with the context's actor (the patient). `None` when it
+/// was already recorded (nothing written) — a repeated STOP or a second click is idempotent.
+pub async fn record_opt_out(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: PatientId,
+    opt_out: OptOut,
+) -> DomainResult<Option<Envelope>> {
+    let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let field = match opt_out {
+        OptOut::Channel(channel) => {
+            if !patient.contact_channels.contains(&channel) {
+                return Ok(None);
+            }
+            patient.contact_channels.retain(|kept| *kept != channel);
+            "contactChannels"
+        }
+        OptOut::Kind(kind) => {
+            if patient.contact_opt_outs.contains(&kind) {
+                return Ok(None);
+            }
+            patient.contact_opt_outs.push(kind);
+            patient.contact_opt_outs.sort_unstable();
+            "contactOptOuts"
+        }
+    };
+    patient.version += 1;
+    patient.updated_at = crate::domain::values::now();
+    repo::update(tx, &patient).await?;
+    let mut event = patient_event(EventType::PatientUpdated, &patient);
+    event.changed_fields = Some(changed_fields(&[(field, true)]));
+    Ok(Some(append(tx, &ctx.cause, event).await?))
+}
+
+/// The context of a change the patient made through a channel's own mechanism (not a request):
+/// actor the patient, caused by `event` (the event whose message carried the opt-out).
+pub fn patient_ctx(workspace_id: WorkspaceId, patient: PatientId, event: crate::ids::EventId) -> Ctx {
+    Ctx {
+        workspace_id,
+        cause: crate::events::Cause {
+            actor: crate::events::Actor::Patient { id: patient.ulid() },
+            correlation_id: crate::ids::CorrelationId::generate(),
+            causation_id: event.into(),
+            idempotency_key: None,
+            trace: None,
+        },
+    }
+}
+
 pub async fn delete(
     tx: &Tx<'_>,
     ctx: &Ctx,
