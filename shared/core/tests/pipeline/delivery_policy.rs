@@ -155,3 +155,71 @@ async fn an_opted_out_kind_and_a_channel_not_consented_end_suppressed_for_good()
     assert_eq!(scene.sender.send_due(5).await.unwrap().claimed, 0);
     assert!(!scene.dir.exists() || std::fs::read_dir(&scene.dir).unwrap().count() == 0);
 }
+
+/// A zone in which it is about noon now (`Etc/GMT±N`), so "today" lasts the whole test.
+fn zone_at_noon(now: chrono::DateTime<Utc>) -> String {
+    let offset = 12 - i64::from(now.hour());
+    match offset {
+        0 => "Etc/GMT".into(),
+        // The tz database's Etc names have the sign inverted (POSIX): Etc/GMT-3 is UTC+3.
+        positive if positive > 0 => format!("Etc/GMT-{positive}"),
+        negative => format!("Etc/GMT+{}", -negative),
+    }
+}
+
+#[tokio::test]
+async fn a_same_day_cancellation_bypasses_quiet_hours_only_where_allowed_and_is_recorded() {
+    let mut scene = Scene::new().await;
+    let now = Utc::now();
+    let zone = zone_at_noon(now);
+    let id = scene.patient["id"].as_str().unwrap().to_owned();
+    let staff = scene.app.workspace.staff.clone();
+    let path = format!("/v1/patients/{id}");
+    let zoned = scene.app.call("PATCH", &path, Some(&staff), Some(json!({"timeZone": zone}))).await;
+    assert_eq!(zoned.status, 200, "{}", zoned.text);
+    // Quiet hours around the patient's noon (one hour either side): it is quiet for them now.
+    let local: chrono_tz::Tz = zone.parse().unwrap();
+    let local_now = now.with_timezone(&local).time();
+    let (start, end) = (local_now - chrono::Duration::hours(1), local_now + chrono::Duration::hours(1));
+    let owner = scene.app.db.client().await;
+    let bypass = [clinic_core::domain::contact::MessageKind::ChangeNotice];
+    assert!(workspaces::set_quiet_hours(&owner, scene.app.workspace.id, start, end, &bypass).await.unwrap());
+
+    // Today, in half an hour (still the patient's today: it is about noon for them).
+    let starts = (now + chrono::Duration::minutes(30)).with_second(0).unwrap().with_nanosecond(0).unwrap();
+    let ends = starts + chrono::Duration::minutes(30);
+    let appointment = scene
+        .app
+        .book(&staff, &scene.patient, &scene.practitioner, &starts.to_rfc3339(), &ends.to_rfc3339())
+        .await;
+    let appointment_id = appointment["id"].as_str().unwrap().to_owned();
+    let cancel = format!("/v1/appointments/{appointment_id}/cancel");
+    assert_eq!(scene.app.call("POST", &cancel, Some(&staff), Some(json!({}))).await.status, 200);
+    let conn = scene.app.db.client().await;
+    let row = conn
+        .query_one(
+            "SELECT id FROM events WHERE type = 'appointment.cancelled' AND resource_id = $1",
+            &[&uuid::Uuid::from(appointment_id.parse::<ulid::Ulid>().unwrap())],
+        )
+        .await
+        .unwrap();
+    let cancelled = clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap();
+    let pool = &scene.app.state.pool;
+    let outcome = listeners::run(pool, Listener::PatientCancellationNotice, &cancelled).await.unwrap();
+    assert_eq!(outcome, ListenerOutcome::Applied { effects: 1 });
+    let report = scene.sender.send_due(5).await.unwrap();
+    assert_eq!((report.sent, report.bypassed_quiet_hours, report.deferred), (1, 1, 0), "{report:?}");
+    let bypassed: bool = conn
+        .query_one("SELECT quiet_hours_bypassed FROM notifications WHERE event_id = $1", &[&cancelled.id])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(bypassed, "the bypass is recorded on the row");
+
+    // A booking confirmation in the same quiet hours never bypasses: deferred.
+    let created = scene.book_and_enqueue().await;
+    let report = scene.sender.send_due(5).await.unwrap();
+    assert_eq!((report.sent, report.deferred), (0, 1), "{report:?}");
+    assert_eq!(scene.row(&created).await.0, "deferred");
+    std::fs::remove_dir_all(&scene.dir).unwrap();
+}
