@@ -146,7 +146,7 @@ struct Contact {
 
 struct PatientPreferences {
     channels: Vec<Channel>,
-    opt_outs: Vec<crate::domain::contact::MessageKind>,
+    opt_outs: Vec<MessageKind>,
     opted_out_of_all: bool,
     time_zone: Option<String>,
 }
