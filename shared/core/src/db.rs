@@ -281,6 +281,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_trace_context",
         sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
     },
+    Migration {
+        version: 22,
+        name: "contact_policy",
+        sql: include_str!("../../../migrations/V22__contact_policy.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

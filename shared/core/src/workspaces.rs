@@ -16,8 +16,8 @@ use crate::domain::input::FieldError;
 use crate::domain::values::Name;
 use crate::ids::{MemberId, WorkspaceId};
 
-const INSERT_WORKSPACE: &str =
-    "INSERT INTO workspaces (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING";
+const INSERT_WORKSPACE: &str = "INSERT INTO workspaces (id, name, quiet_hours_start, quiet_hours_end) \
+     VALUES ($1, $2, '00:00', '00:00') ON CONFLICT (id) DO NOTHING";
 const CREATE: &str = "INSERT INTO workspaces (id, name, time_zone) VALUES ($1, $2, $3) RETURNING created_at";
 
 const EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM workspaces WHERE id = $1)";
@@ -81,6 +81,9 @@ pub async fn list(client: &impl GenericClient) -> Result<Vec<WorkspaceSummary>, 
         .collect())
 }
 
+/// Seeds a workspace for tests, benches, drills and `clinic dev`'s demo clinic. It has **no quiet
+/// hours**, so what they send does not depend on the hour they run; clinics onboarded with
+/// [`create`] keep the default 21:00–08:00 (set with [`set_quiet_hours`]).
 pub async fn insert_workspace(
     client: &impl GenericClient,
     id: WorkspaceId,
@@ -124,6 +127,55 @@ pub async fn time_zone(
 ) -> Result<Option<String>, tokio_postgres::Error> {
     let row = sql::query_opt(client, TIME_ZONE, &[&workspace_id]).await?;
     Ok(row.map(|row| row.get(0)))
+}
+
+const SET_QUIET_HOURS: &str = "UPDATE workspaces SET quiet_hours_start = $2, quiet_hours_end = $3, \
+     quiet_hours_bypass = $4 WHERE id = $1";
+
+/// Sets the workspace's quiet hours and the kinds that may bypass them (owner connection: the app
+/// role cannot change workspaces). `start == end` means none; only `change_notice` may bypass (the
+/// database refuses anything else).
+pub async fn set_quiet_hours(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    start: chrono::NaiveTime,
+    end: chrono::NaiveTime,
+    bypass: &[crate::domain::contact::MessageKind],
+) -> Result<bool, tokio_postgres::Error> {
+    let bypass: Vec<&str> = bypass.iter().map(|kind| kind.as_str()).collect();
+    Ok(sql::execute(client, SET_QUIET_HOURS, &[&workspace_id, &start, &end, &bypass]).await? == 1)
+}
+
+const CONTACT_SETTINGS: &str =
+    "SELECT time_zone, quiet_hours_start, quiet_hours_end, quiet_hours_bypass, name FROM workspaces WHERE id = $1";
+
+/// What the contact policy reads from the workspace (migration V22).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContactSettings {
+    /// The IANA zone name (`UTC` by default): times are rendered in it, and it is the patients' zone
+    /// when they have none.
+    pub time_zone: String,
+    pub quiet_hours_start: chrono::NaiveTime,
+    pub quiet_hours_end: chrono::NaiveTime,
+    /// Stored names of the kinds that may bypass quiet hours (only `change_notice` is allowed).
+    pub quiet_hours_bypass: Vec<String>,
+    /// The clinic's name (every SMS names it).
+    pub name: String,
+}
+
+/// The workspace's contact settings; `None` when the workspace does not exist.
+pub async fn contact_settings(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+) -> Result<Option<ContactSettings>, tokio_postgres::Error> {
+    let row = sql::query_opt(client, CONTACT_SETTINGS, &[&workspace_id]).await?;
+    Ok(row.map(|row| ContactSettings {
+        time_zone: row.get(0),
+        quiet_hours_start: row.get(1),
+        quiet_hours_end: row.get(2),
+        quiet_hours_bypass: row.get(3),
+        name: row.get(4),
+    }))
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use aws_config::timeout::TimeoutConfig;
 use clinic_core::delivery::{
     Accepted, DeliveryConfig, FileProvider, LogProvider, NotifierKind, OutgoingMessage, Provider,
-    ProviderError, Providers,
+    ProviderError, Providers, RECIPIENT_OPTED_OUT,
 };
 
 /// Client timeouts of every provider call: a connection within 3 s, one attempt within 5 s, the whole
@@ -189,6 +189,18 @@ impl Provider for SnsProvider {
         let string = |value: &str| {
             MessageAttributeValue::builder().data_type("String").string_value(value).build().ok()
         };
+        // The provider's opt-out list first (DESIGN §5e): a number that replied STOP gets nothing,
+        // and the sender records the opt-out on the patient.
+        let checked = self.client.check_if_phone_number_is_opted_out().phone_number(&message.to).send().await;
+        match checked {
+            Ok(answer) if answer.is_opted_out => return Err(ProviderError::permanent(RECIPIENT_OPTED_OUT)),
+            Ok(_) => {}
+            Err(error) => {
+                use aws_sdk_sns::error::ProvideErrorMetadata;
+                let code = error.code().map(str::to_owned);
+                return Err(classify(&error, code.as_deref()));
+            }
+        }
         let mut publish = self.client.publish().phone_number(&message.to).message(&message.body);
         if let Some(kind) = string("Transactional") {
             publish = publish.message_attributes("AWS.SNS.SMS.SMSType", kind);

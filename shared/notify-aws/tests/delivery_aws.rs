@@ -94,7 +94,11 @@ impl Scene {
         let given = format!("Plantgiven{}", &tag[16..]);
         let family = format!("Plantfamily{}", &tag[16..]);
         let email = with_email.then(|| format!("plant-{tag}@example.test"));
-        let digits: String = tag.bytes().rev().take(7).map(|b| char::from(b'0' + b % 10)).collect();
+        let mut digits: String = tag.bytes().rev().take(7).map(|b| char::from(b'0' + b % 10)).collect();
+        // moto's SNS opt-out list is every number ending in 99: only the opt-out test plants one.
+        if digits.ends_with("99") {
+            digits.replace_range(6.., "0");
+        }
         let phone = with_phone.then(|| format!("+1555{digits}"));
         let mut body = json!({"givenName": given, "familyName": family});
         if let Some(email) = &email {
@@ -158,7 +162,11 @@ impl Scene {
 
     /// SMS moto accepted for the planted phone: (message id, text).
     async fn sms(&self) -> Vec<(String, String)> {
-        let phone = self.phone.clone().unwrap();
+        self.sms_to(&self.phone.clone().unwrap()).await
+    }
+
+    /// The SMS moto accepted for `phone`: (message id, text).
+    async fn sms_to(&self, phone: &str) -> Vec<(String, String)> {
         moto_data(&self.endpoint).await["sns"]["SMS"]
             .as_array()
             .cloned()
@@ -291,6 +299,41 @@ async fn a_patient_with_only_a_phone_gets_an_sms() {
     assert_eq!(provider_id.as_deref(), Some(sms[0].0.as_str()));
 }
 
+/// SMS STOP is the provider's job (DESIGN §5e): before each SMS the sender asks SNS whether the
+/// number opted out (`CheckIfPhoneNumberIsOptedOut`; moto's list is every number ending in 99). An
+/// opted-out number gets nothing, the message ends `suppressed` (`opted_out`), and the opt-out is
+/// recorded on the patient at once — one `patient.updated` event by the patient naming
+/// `contactChannels` — so the next message goes by email or not at all.
+#[tokio::test]
+async fn a_number_on_the_sns_opt_out_list_gets_nothing_and_the_opt_out_is_recorded() {
+    let Some(scene) = Scene::new(false, true).await else { return };
+    let conn = scene.app.db.client().await;
+    let opted_out_phone = format!("{}99", &scene.phone.as_deref().unwrap()[..10]);
+    conn.execute("UPDATE patients SET phone = $1", &[&opted_out_phone]).await.unwrap();
+    let sender = scene.sender(config(UncertainPolicy::Resend)).await;
+    scene.run_listener(Listener::PatientBookingConfirmation).await;
+    let report = sender.send_due(10).await.unwrap();
+    assert_eq!((report.suppressed, report.sent), (1, 0), "{report:?}");
+    let (status, channel, _, code, provider_id) = scene.row().await;
+    assert_eq!(
+        (status.as_str(), channel.as_str(), code.as_deref()),
+        ("suppressed", "sms", Some("opted_out"))
+    );
+    assert_eq!(provider_id, None);
+    assert!(scene.sms_to(&opted_out_phone).await.is_empty(), "nothing published to the opted-out number");
+    let patient = conn.query_one("SELECT contact_channels, version FROM patients", &[]).await.unwrap();
+    assert_eq!(patient.get::<_, Vec<String>>(0), vec!["email".to_owned()]);
+    let event = conn
+        .query_one(
+            "SELECT changed_fields, actor_kind FROM events WHERE type = 'patient.updated' ORDER BY id DESC LIMIT 1",
+            &[],
+        )
+        .await;
+    let event = event.expect("one patient.updated event");
+    assert_eq!(event.get::<_, Vec<String>>(0), vec!["contactChannels".to_owned()]);
+    assert_eq!(event.get::<_, String>(1), "patient");
+}
+
 #[tokio::test]
 async fn no_contact_and_opt_out_are_outcomes_not_errors() {
     let Some(scene) = Scene::new(false, false).await else { return };
@@ -306,8 +349,9 @@ async fn no_contact_and_opt_out_are_outcomes_not_errors() {
     let conn = opted.app.db.client().await;
     conn.execute("UPDATE patients SET notifications_opt_out = true", &[]).await.unwrap();
     opted.run_listener(Listener::PatientBookingConfirmation).await;
-    assert_eq!(opted.sender(config(UncertainPolicy::Resend)).await.send_due(10).await.unwrap().opted_out, 1);
-    assert_eq!(opted.row().await.0, "opted_out");
+    assert_eq!(opted.sender(config(UncertainPolicy::Resend)).await.send_due(10).await.unwrap().suppressed, 1);
+    let (status, _, _, code, _) = opted.row().await;
+    assert_eq!((status.as_str(), code.as_deref()), ("suppressed", Some("opted_out")));
     assert!(opted.emails().await.is_empty());
 }
 

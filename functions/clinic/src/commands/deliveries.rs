@@ -41,7 +41,7 @@ struct ListArgs {
     /// Only this workspace (ULID).
     #[arg(long)]
     workspace: Option<String>,
-    /// pending, sending, uncertain, sent, retry, dead, no_contact, opted_out, discarded or stale.
+    /// pending, sending, uncertain, sent, retry, deferred, dead, no_contact, suppressed, opted_out, discarded or stale.
     #[arg(long)]
     status: Option<String>,
     /// Rows per page (1–1000).

@@ -1,11 +1,13 @@
-//! `clinic workspaces create --name … [--time-zone …]` and `clinic workspaces list`: onboarding a clinic
-//! without SQL (docs/onboarding.md).
+//! `clinic workspaces create --name … [--time-zone …]`, `clinic workspaces list` and
+//! `clinic workspaces quiet-hours <id> --start HH:MM --end HH:MM [--bypass change_notice]`: onboarding
+//! a clinic and setting its contact policy without SQL (docs/onboarding.md, docs/delivery.md).
 //!
 //! Like `clinic migrate`, both run against `DATABASE_URL` (TLS per its `sslmode`, `CLINIC_DB_CA_FILE`)
 //! or the local dev cluster. `create` checks the name and the IANA time zone before it connects and
 //! prints only the new workspace's id, so a script can capture it; `list` prints one JSON document.
 
 use anyhow::{anyhow, Context};
+use clinic_core::domain::contact::MessageKind;
 use clinic_core::domain::values::Name;
 use clinic_core::workspaces::{self, TimeZone};
 
@@ -21,6 +23,24 @@ enum WorkspacesCommand {
     Create(CreateArgs),
     /// Every workspace, oldest first, as JSON (id, name, timeZone, createdAt).
     List,
+    /// Set a workspace's quiet hours (wall-clock, in each patient's zone; start = end: none) and the
+    /// kinds that may bypass them (only `change_notice`, a same-day change by the clinic).
+    QuietHours(QuietHoursArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct QuietHoursArgs {
+    /// The workspace's id.
+    workspace: String,
+    /// Start of the quiet hours, HH:MM (default 21:00).
+    #[arg(long, default_value = "21:00")]
+    start: String,
+    /// End of the quiet hours, HH:MM (default 08:00).
+    #[arg(long, default_value = "08:00")]
+    end: String,
+    /// A kind that may bypass quiet hours when it changes the patient's today: only `change_notice`.
+    #[arg(long)]
+    bypass: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -37,7 +57,41 @@ pub async fn run(args: WorkspacesArgs) -> anyhow::Result<()> {
     match args.command {
         WorkspacesCommand::Create(args) => create(args).await,
         WorkspacesCommand::List => list().await,
+        WorkspacesCommand::QuietHours(args) => quiet_hours(args).await,
     }
+}
+
+async fn quiet_hours(args: QuietHoursArgs) -> anyhow::Result<()> {
+    let workspace: clinic_core::ids::WorkspaceId =
+        args.workspace.parse().map_err(|_| anyhow!("<workspace>: must be a workspace id"))?;
+    let time = |flag: &str, raw: &str| {
+        chrono::NaiveTime::parse_from_str(raw, "%H:%M")
+            .map_err(|_| anyhow!("{flag}: must be HH:MM, e.g. 21:00"))
+    };
+    let (start, end) = (time("--start", &args.start)?, time("--end", &args.end)?);
+    let mut bypass = Vec::new();
+    for raw in &args.bypass {
+        match MessageKind::parse(raw) {
+            Some(kind) if kind == clinic_core::delivery::policy::BYPASSABLE => bypass.push(kind),
+            _ => return Err(anyhow!("--bypass: only `change_notice` may bypass quiet hours, not {raw:?}")),
+        }
+    }
+    let (pool, _cluster) = crate::commands::outbox::pool().await?;
+    let client = pool.get().await.context("connecting to the database")?;
+    if !workspaces::set_quiet_hours(&client, workspace, start, end, &bypass)
+        .await
+        .context("setting quiet hours")?
+    {
+        return Err(anyhow!("<workspace>: no workspace {workspace}"));
+    }
+    let settings = workspaces::contact_settings(&client, workspace).await.context("reading them back")?;
+    let settings = settings.ok_or_else(|| anyhow!("<workspace>: no workspace {workspace}"))?;
+    crate::commands::outbox::print(serde_json::json!({
+        "id": workspace,
+        "quietHoursStart": settings.quiet_hours_start.format("%H:%M").to_string(),
+        "quietHoursEnd": settings.quiet_hours_end.format("%H:%M").to_string(),
+        "quietHoursBypass": settings.quiet_hours_bypass,
+    }))
 }
 
 async fn create(args: CreateArgs) -> anyhow::Result<()> {

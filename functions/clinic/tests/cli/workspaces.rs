@@ -69,3 +69,46 @@ async fn bad_names_and_time_zones_are_refused_before_anything_is_written() {
     assert!(missing.stderr.contains("--name"), "{}", missing.stderr);
     assert_eq!(workspaces(&app).await, before, "nothing was written");
 }
+
+/// The contact policy's workspace settings without SQL (issue 40): quiet hours and the one kind that
+/// may bypass them; anything else is refused before it connects, and nothing changes.
+#[tokio::test]
+async fn quiet_hours_are_set_without_sql_and_only_change_notices_may_bypass() {
+    let app = TestApp::new().await;
+    let id = app.workspace.id.to_string();
+    let set = clinic(
+        &app,
+        &[
+            "workspaces",
+            "quiet-hours",
+            &id,
+            "--start",
+            "20:30",
+            "--end",
+            "07:15",
+            "--bypass",
+            "change_notice",
+        ],
+    )
+    .await;
+    assert_eq!(set.code, 0, "stderr: {}", set.stderr);
+    let answer: Value = serde_json::from_str(&set.stdout).unwrap();
+    assert_eq!(answer["quietHoursStart"], "20:30");
+    assert_eq!(answer["quietHoursEnd"], "07:15");
+    assert_eq!(answer["quietHoursBypass"], json!(["change_notice"]));
+    for (args, named) in [
+        (vec!["--bypass", "reminder"], "--bypass"),
+        (vec!["--start", "25:00"], "--start"),
+        (vec!["--end", "7"], "--end"),
+    ] {
+        let mut all = vec!["workspaces", "quiet-hours", id.as_str()];
+        all.extend(args.iter().copied());
+        let refused = clinic(&app, &all).await;
+        assert_ne!(refused.code, 0, "{args:?}");
+        assert!(refused.stderr.contains(named), "{args:?}: {}", refused.stderr);
+    }
+    let conn = app.db.pool.get().await.unwrap();
+    let settings = clinic_core::workspaces::contact_settings(&conn, app.workspace.id).await.unwrap().unwrap();
+    assert_eq!(settings.quiet_hours_bypass, vec!["change_notice".to_owned()], "unchanged by the refusals");
+    assert_eq!(settings.quiet_hours_start.format("%H:%M").to_string(), "20:30");
+}

@@ -131,6 +131,12 @@ impl DeliveryConfig {
                 message: "must be below CLINIC_DELIVERY_LEASE_SECS".into(),
             });
         }
+        // What an SMS may say (DESIGN §5e): a template that breaks a rule is refused at start-up.
+        super::sms::check_templates().map_err(|message| ConfigError::Invalid {
+            name: "templates",
+            value: "sms".into(),
+            message,
+        })?;
         let batch = u32::try_from(self.batch.max(1)).unwrap_or(u32::MAX);
         let worst = self.provider_timeout.saturating_mul(batch);
         if worst >= self.lease {

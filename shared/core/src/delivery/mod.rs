@@ -10,13 +10,15 @@
 //! | status       | moved in by | moved out by |
 //! |--------------|-------------|--------------|
 //! | `pending`    | [`enqueue`] in the listener's transaction; an operator `retry` ([`admin`]) | [`Sender`] claim → `sending` |
-//! | `sending`    | claim: a due `pending`/`retry` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `dead`, `no_contact`, `opted_out`, `stale`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead`, `attempts_exhausted`, once `attempts` reached the ceiling) |
+//! | `sending`    | claim: a due `pending`/`retry`/`deferred` row, or an `uncertain` row when the policy is [`UncertainPolicy::Resend`]; lease = `available_at` | the claim holder's mark → `sent`, `retry`, `deferred`, `suppressed`, `dead`, `no_contact`, `stale`; or, when the lease expired (the sender died), the next claim → `uncertain` (→ `dead`, `attempts_exhausted`, once `attempts` reached the ceiling) |
 //! | `uncertain`  | claim: a `sending` row whose lease expired — the provider may or may not have accepted it | [`UncertainPolicy::Resend`]: the next claim (same idempotency key); [`UncertainPolicy::Hold`]: an operator `retry` or `discard` |
 //! | `sent`       | mark: the provider accepted it (`provider_message_id`, `sent_at` kept) | final |
 //! | `retry`      | mark: a retryable provider failure and `attempts` < the ceiling; `available_at` = now + jittered exponential backoff | claim once due |
 //! | `dead`       | mark: the ceiling was reached or the provider refused for good | operator `retry` (→ `pending`, a fresh attempt budget) or `discard` |
 //! | `no_contact` | mark: the recipient has no usable address (no email, no phone, or no provider for the channel) | final (an operator `retry` re-sends after the contact data was fixed) |
-//! | `opted_out`  | mark: the patient opted out of notifications | final |
+//! | `opted_out`  | (rows from before V22: the patient had opted out of notifications; now `suppressed`) | final |
+//! | `deferred`   | mark: the contact policy ([`policy`]) found the recipient inside their quiet hours; `available_at` = the first instant they end, the attempt given back (the lease queue's `held`: a delay, not a failure) | claim once due (the policy decides again) |
+//! | `suppressed` | mark: the contact policy said never — `last_error_code` = `opted_out`, `channel_not_allowed` or `no_consent` | final (accounted like a send) |
 //! | `stale`      | mark: the render found the notice no longer true — the listener's freshness rule re-applied at send time ([`render`]: cancelled, rescheduled since the event, patient deleted); the reason code in `last_error_code` | final (an operator `retry` answers 409) |
 //! | `discarded`  | operator `discard` | final |
 //!
@@ -40,15 +42,18 @@
 pub mod admin;
 mod config;
 mod enqueue;
+pub mod policy;
 mod provider;
 pub mod render;
 mod sender;
+pub mod sms;
 mod store;
 
 pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
 pub use provider::{
     Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
+    RECIPIENT_OPTED_OUT,
 };
 pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, SEND_MARGIN};
 pub use store::{ClaimedDelivery, DeliveryClaim};
@@ -94,6 +99,8 @@ pub enum DeliveryStatus {
     OptedOut,
     Discarded,
     Stale,
+    Deferred,
+    Suppressed,
 }
 
 impl DeliveryStatus {
@@ -108,6 +115,8 @@ impl DeliveryStatus {
         DeliveryStatus::OptedOut,
         DeliveryStatus::Discarded,
         DeliveryStatus::Stale,
+        DeliveryStatus::Deferred,
+        DeliveryStatus::Suppressed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -122,6 +131,8 @@ impl DeliveryStatus {
             DeliveryStatus::OptedOut => "opted_out",
             DeliveryStatus::Discarded => "discarded",
             DeliveryStatus::Stale => "stale",
+            DeliveryStatus::Deferred => "deferred",
+            DeliveryStatus::Suppressed => "suppressed",
         }
     }
 

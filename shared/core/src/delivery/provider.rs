@@ -20,21 +20,12 @@ use chrono::Utc;
 
 use crate::ids::NotificationId;
 
-/// How a message reaches its recipient.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Channel {
-    Email,
-    Sms,
-}
+pub use crate::domain::contact::Channel;
 
-impl Channel {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Channel::Email => "email",
-            Channel::Sms => "sms",
-        }
-    }
-}
+/// The error code of a provider that found the recipient on the channel's own opt-out list (an SMS
+/// STOP reply): the sender suppresses the message (`opted_out`) and records the opt-out on the
+/// patient.
+pub const RECIPIENT_OPTED_OUT: &str = "recipient_opted_out";
 
 /// One rendered message, for one provider call only.
 #[derive(Clone)]

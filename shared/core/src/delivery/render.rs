@@ -1,6 +1,7 @@
 //! Rendering at send time: reload the appointment, the recipient and the workspace's time zone,
 //! choose the channel from the recipient's contact data, and fill the template kept in the
 //! repository (`templates/<template id>.txt`: a `subject:` line, an `sms:` line, `---`, the email body).
+//! What an SMS may say is checked at start-up ([`super::sms`]).
 //!
 //! Who is notified, per template (the listener decides; see `listeners::workflows`):
 //!
@@ -18,8 +19,12 @@
 //! practitioner's "booked" notice only while it is still booked, and nothing to a deleted patient.
 //! A notice the state has made untrue ends `stale` (final, with the rule's reason code:
 //! `appointment_not_booked`, `appointment_changed`, `patient_deleted`, `own_change`) and is never
-//! sent. A patient gone otherwise is not contacted (`no_contact`, code `recipient_missing`); an
-//! opted-out patient gets nothing (`opted_out`). Practitioner notices carry no patient data.
+//! sent. A patient gone otherwise is not contacted (`no_contact`, code `recipient_missing`).
+//! Practitioner notices carry no patient data.
+//!
+//! Before a patient's message is filled, the contact policy ([`super::policy::decide`]) decides on
+//! the chosen channel (a consented one is preferred, email first): `deferred` until the quiet hours
+//! end, `suppressed` with its reason, or sent (a bypass of quiet hours is recorded on the row).
 //!
 //! Invariants:
 //! - The rendered text exists only in the returned [`OutgoingMessage`]; nothing here logs or stores
@@ -31,10 +36,13 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use deadpool_postgres::GenericClient;
 
+use super::policy::{self, Decision, Notice, Preferences, QuietHours, SuppressReason};
 use super::provider::{Channel, OutgoingMessage, Providers};
+use super::sms;
 use super::{ClaimedDelivery, DeliveryConfig, RecipientKind};
 use crate::db::sql;
 use crate::disclosures::{self, Purpose};
+use crate::domain::contact::{from_stored, MessageKind};
 use crate::events::Actor;
 use crate::ids::{AppointmentId, PatientId, PractitionerId};
 use crate::listeners::{stale_at_send, Listener};
@@ -66,7 +74,8 @@ templates!(
 );
 
 /// The placeholders a template may use.
-pub const PLACEHOLDERS: &[&str] = &["recipient_name", "practitioner", "starts_at", "ends_at", "time_zone"];
+pub const PLACEHOLDERS: &[&str] =
+    &["recipient_name", "practitioner", "starts_at", "ends_at", "time_zone", "clinic"];
 
 fn parse_template(id: &'static str, text: &'static str) -> Option<Template> {
     let (head, body) = text.split_once("\n---\n")?;
@@ -104,10 +113,14 @@ pub fn local_time(at: DateTime<Utc>, zone: Tz) -> String {
 /// What the sender does with a claimed row.
 #[derive(Debug)]
 pub enum Prepared {
-    Send(OutgoingMessage),
+    /// Send it now; `bypassed_quiet_hours` when the policy let it through inside quiet hours.
+    Send { message: OutgoingMessage, bypassed_quiet_hours: bool },
     /// No usable address or no provider for it (`no_contact`, with a code).
     NoContact(&'static str),
-    OptedOut,
+    /// The contact policy said not now: due again at this instant (`deferred`).
+    Deferred(DateTime<Utc>),
+    /// The contact policy said never (`suppressed`, with its reason).
+    Suppressed(SuppressReason),
     /// The current state makes it untrue (the listener's freshness rule, with its reason code): it
     /// ends `stale` and is never sent.
     Stale(&'static str),
@@ -127,6 +140,23 @@ struct Contact {
     name: String,
     email: Option<String>,
     phone: Option<String>,
+    /// A patient's preferences (practitioners are staff: the patient policy does not apply).
+    patient: Option<PatientPreferences>,
+}
+
+struct PatientPreferences {
+    channels: Vec<Channel>,
+    opt_outs: Vec<MessageKind>,
+    opted_out_of_all: bool,
+    time_zone: Option<String>,
+}
+
+/// An IANA name as a zone; a name the tz database does not know reads as UTC (logged, ids only).
+fn zone_or_utc(name: &str, workspace_id: crate::ids::WorkspaceId) -> Tz {
+    name.parse().unwrap_or_else(|_| {
+        tracing::warn!(workspace_id = %workspace_id, "time zone is not an IANA name; reading it as UTC");
+        Tz::UTC
+    })
 }
 
 /// Reloads what `delivery` needs and renders it; records the disclosure when a patient's fields
@@ -179,13 +209,17 @@ pub async fn prepare(
             let purpose = Purpose { name: &name, event_id: Some(delivery.event_id) };
             disclosures::record(client, ws, &Actor::System, &[id], purpose).await?;
             let opted_out = sql::query_opt(client, PATIENT_OPT_OUT, &[&ws, &id]).await?;
-            if opted_out.is_some_and(|row| row.get::<_, bool>(0)) {
-                return Ok(Prepared::OptedOut);
-            }
+            let opted_out_of_all = opted_out.is_some_and(|row| row.get::<_, bool>(0));
             Contact {
                 name: format!("{} {}", patient.given_name, patient.family_name),
                 email: patient.email,
                 phone: patient.phone,
+                patient: Some(PatientPreferences {
+                    channels: patient.contact_channels,
+                    opt_outs: patient.contact_opt_outs,
+                    opted_out_of_all,
+                    time_zone: patient.time_zone,
+                }),
             }
         }
         RecipientKind::Practitioner => {
@@ -193,25 +227,64 @@ pub async fn prepare(
             let Some(row) = sql::query_opt(client, PRACTITIONER_CONTACT, &[&ws, &id]).await? else {
                 return Ok(Prepared::NoContact("recipient_missing"));
             };
-            Contact { name: practitioner.display_name.clone(), email: row.get(0), phone: row.get(1) }
+            Contact {
+                name: practitioner.display_name.clone(),
+                email: row.get(0),
+                phone: row.get(1),
+                patient: None,
+            }
         }
     };
     let usable =
         |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
-    let (channel, to) = match (usable(&contact.email), usable(&contact.phone)) {
-        (Some(email), _) if providers.email.is_some() => (Channel::Email, email),
-        (_, Some(phone)) if providers.sms.is_some() => (Channel::Sms, phone),
-        (None, None) => return Ok(Prepared::NoContact("no_contact")),
-        _ => return Ok(Prepared::NoContact("no_provider_for_channel")),
+    let (email, phone) = (usable(&contact.email), usable(&contact.phone));
+    if email.is_none() && phone.is_none() {
+        return Ok(Prepared::NoContact("no_contact"));
+    }
+    // The addresses a provider can reach, email first; a patient's consented channel is preferred.
+    let reachable: Vec<(Channel, String)> = [(Channel::Email, email), (Channel::Sms, phone)]
+        .into_iter()
+        .filter_map(|(channel, to)| Some((channel, to?)))
+        .filter(|(channel, _)| providers.for_channel(*channel).is_some())
+        .collect();
+    let consented = |channel: &Channel| contact.patient.as_ref().is_none_or(|p| p.channels.contains(channel));
+    let chosen = reachable.iter().find(|(channel, _)| consented(channel)).or(reachable.first());
+    let Some((channel, to)) = chosen.cloned() else {
+        return Ok(Prepared::NoContact("no_provider_for_channel"));
     };
-    let zone_name = workspaces::time_zone(client, ws).await?.unwrap_or_else(|| "UTC".into());
-    let zone: Tz = zone_name.parse().unwrap_or_else(|_| {
-        tracing::warn!(workspace_id = %ws, "workspace time zone is not an IANA name; rendering in UTC");
-        Tz::UTC
-    });
+    let Some(settings) = workspaces::contact_settings(client, ws).await? else {
+        return Ok(Prepared::NoContact("workspace_missing"));
+    };
+    let zone = zone_or_utc(&settings.time_zone, ws);
+    // The contact policy (DESIGN §5e), before every send to a patient.
+    let mut bypassed_quiet_hours = false;
+    if let (Some(patient), Some(kind)) = (&contact.patient, policy::kind_of_template(template.id)) {
+        let patient_zone = patient.time_zone.as_deref().map_or(zone, |name| zone_or_utc(name, ws));
+        let preferences = Preferences {
+            channels: patient.channels.clone(),
+            opt_outs: patient.opt_outs.clone(),
+            opted_out_of_all: patient.opted_out_of_all,
+            zone: patient_zone,
+            quiet_hours: QuietHours { start: settings.quiet_hours_start, end: settings.quiet_hours_end },
+            bypass: from_stored(&settings.quiet_hours_bypass, MessageKind::parse),
+        };
+        let now = Utc::now();
+        let by_clinic = !matches!(envelope.actor, Actor::Patient { .. });
+        let changes_today = by_clinic && policy::same_local_day(appointment.starts_at, now, patient_zone);
+        match policy::decide(&preferences, channel, Notice { kind, changes_today }, now) {
+            Decision::Send { bypassed_quiet_hours: bypassed } => bypassed_quiet_hours = bypassed,
+            Decision::Defer { until } => return Ok(Prepared::Deferred(until)),
+            Decision::Suppress(reason) => return Ok(Prepared::Suppressed(reason)),
+        }
+    }
     let starts_at = local_time(appointment.starts_at, zone);
     let ends_at = local_time(appointment.ends_at, zone);
+    let clinic = match channel {
+        Channel::Email => settings.name.clone(),
+        Channel::Sms => sms::gsm7_safe(&settings.name, sms::CLINIC_MAX),
+    };
     let values = [
+        ("clinic", clinic.as_str()),
         ("recipient_name", contact.name.as_str()),
         ("practitioner", practitioner.display_name.as_str()),
         ("starts_at", starts_at.as_str()),
@@ -222,7 +295,11 @@ pub async fn prepare(
         Channel::Email => (config.email_from.clone(), fill(template.body, &values)),
         Channel::Sms => (config.sms_sender_id.clone(), fill(template.sms, &values)),
     };
-    Ok(Prepared::Send(OutgoingMessage {
+    // The start-up check proved the template fits one segment with its longest values; counted again.
+    if channel == Channel::Sms && sms::gsm7_units(&body).is_none_or(|units| units > sms::SEGMENT) {
+        return Ok(Prepared::NotRenderable("sms_too_long"));
+    }
+    let message = OutgoingMessage {
         notification_id: delivery.id,
         template: template.id.to_owned(),
         channel,
@@ -231,7 +308,8 @@ pub async fn prepare(
         from,
         subject: template.subject.to_owned(),
         body,
-    }))
+    };
+    Ok(Prepared::Send { message, bypassed_quiet_hours })
 }
 
 #[cfg(test)]
@@ -252,7 +330,6 @@ mod tests {
                 }
             }
             assert!(!template.subject.contains('{'), "{id}: subjects carry no personal values");
-            assert!(template.sms.chars().count() <= 160 - 40, "{id}: SMS text leaves room for values");
         }
         assert!(template("appointment.unknown").is_none());
     }

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::provider::{Accepted, Providers};
 use super::render::{self, Prepared};
-use super::store::{self, ClaimedDelivery, Mark};
+use super::store::{self, ClaimedDelivery, Due, Mark};
 use super::{DeliveryConfig, DeliveryStatus};
 use crate::ids::NotificationId;
 use crate::lease::Verdict;
@@ -44,6 +44,8 @@ pub enum DeliveryOutcome {
     Sent {
         id: NotificationId,
         provider_message_id: String,
+        /// The contact policy let it through inside quiet hours (recorded on the row).
+        bypassed_quiet_hours: bool,
     },
     Retry {
         id: NotificationId,
@@ -58,8 +60,15 @@ pub enum DeliveryOutcome {
         id: NotificationId,
         code: &'static str,
     },
-    OptedOut {
+    /// The contact policy said not now: due again at `until`, the attempt given back.
+    Deferred {
         id: NotificationId,
+        until: chrono::DateTime<chrono::Utc>,
+    },
+    /// The contact policy said never: final, with its reason; accounted like a send.
+    Suppressed {
+        id: NotificationId,
+        reason: &'static str,
     },
     /// The current state made it untrue (freshness at send time): never sent, final.
     Stale {
@@ -73,16 +82,23 @@ pub enum DeliveryOutcome {
 }
 
 impl DeliveryOutcome {
-    fn mark(&self) -> Option<(DeliveryStatus, Option<&str>, Duration)> {
+    fn mark(&self) -> Option<(DeliveryStatus, Option<&str>, Due)> {
         Some(match self {
-            DeliveryOutcome::Sent { .. } => (DeliveryStatus::Sent, None, Duration::ZERO),
-            DeliveryOutcome::Retry { code, delay, .. } => (DeliveryStatus::Retry, Some(code), *delay),
-            DeliveryOutcome::Dead { code, .. } => (DeliveryStatus::Dead, Some(code), Duration::ZERO),
-            DeliveryOutcome::NoContact { code, .. } => {
-                (DeliveryStatus::NoContact, Some(*code), Duration::ZERO)
+            DeliveryOutcome::Sent { .. } => (DeliveryStatus::Sent, None, Due::Unchanged),
+            DeliveryOutcome::Retry { code, delay, .. } => {
+                (DeliveryStatus::Retry, Some(code), Due::After(*delay))
             }
-            DeliveryOutcome::OptedOut { .. } => (DeliveryStatus::OptedOut, None, Duration::ZERO),
-            DeliveryOutcome::Stale { code, .. } => (DeliveryStatus::Stale, Some(*code), Duration::ZERO),
+            DeliveryOutcome::Dead { code, .. } => (DeliveryStatus::Dead, Some(code), Due::Unchanged),
+            DeliveryOutcome::NoContact { code, .. } => {
+                (DeliveryStatus::NoContact, Some(*code), Due::Unchanged)
+            }
+            DeliveryOutcome::Deferred { until, .. } => {
+                (DeliveryStatus::Deferred, Some(super::policy::QUIET_HOURS), Due::At(*until))
+            }
+            DeliveryOutcome::Suppressed { reason, .. } => {
+                (DeliveryStatus::Suppressed, Some(*reason), Due::Unchanged)
+            }
+            DeliveryOutcome::Stale { code, .. } => (DeliveryStatus::Stale, Some(*code), Due::Unchanged),
             DeliveryOutcome::Fenced { .. } => return None,
         })
     }
@@ -97,7 +113,12 @@ pub struct SendReport {
     pub retried: usize,
     pub dead: usize,
     pub no_contact: usize,
-    pub opted_out: usize,
+    /// Rows the contact policy deferred to the end of the recipient's quiet hours.
+    pub deferred: usize,
+    /// Rows the contact policy suppressed for good (opted out, channel not allowed, no consent).
+    pub suppressed: usize,
+    /// Sends that went out inside quiet hours because their kind may bypass them (also in `sent`).
+    pub bypassed_quiet_hours: usize,
     /// Rows the render found stale (never sent).
     pub stale: usize,
     pub fenced: usize,
@@ -110,11 +131,15 @@ pub struct SendReport {
 impl SendReport {
     fn add(&mut self, outcome: &DeliveryOutcome) {
         match outcome {
-            DeliveryOutcome::Sent { .. } => self.sent += 1,
+            DeliveryOutcome::Sent { bypassed_quiet_hours, .. } => {
+                self.sent += 1;
+                self.bypassed_quiet_hours += usize::from(*bypassed_quiet_hours);
+            }
             DeliveryOutcome::Retry { .. } => self.retried += 1,
             DeliveryOutcome::Dead { .. } => self.dead += 1,
             DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
-            DeliveryOutcome::OptedOut { .. } => self.opted_out += 1,
+            DeliveryOutcome::Deferred { .. } => self.deferred += 1,
+            DeliveryOutcome::Suppressed { .. } => self.suppressed += 1,
             DeliveryOutcome::Stale { .. } => self.stale += 1,
             DeliveryOutcome::Fenced { .. } => self.fenced += 1,
         }
@@ -127,7 +152,9 @@ impl SendReport {
         self.retried += other.retried;
         self.dead += other.dead;
         self.no_contact += other.no_contact;
-        self.opted_out += other.opted_out;
+        self.deferred += other.deferred;
+        self.suppressed += other.suppressed;
+        self.bypassed_quiet_hours += other.bypassed_quiet_hours;
         self.stale += other.stale;
         self.fenced += other.fenced;
         self.uncertain += other.uncertain;
@@ -274,7 +301,7 @@ impl Sender {
             prepared
         };
         let (outcome, channel) = match prepared {
-            Prepared::Send(message) => {
+            Prepared::Send { message, bypassed_quiet_hours } => {
                 let channel = message.channel.as_str();
                 let result = match (message.headers_are_safe(), self.providers.for_channel(message.channel)) {
                     (false, _) => Err(super::ProviderError::permanent("invalid_address")),
@@ -299,20 +326,40 @@ impl Sender {
                         }
                     }
                 };
+                let message_channel = message.channel;
                 drop(message);
-                (self.after_call(row, result), Some(channel))
+                if matches!(&result, Err(error) if error.code == super::RECIPIENT_OPTED_OUT) {
+                    // The channel's own opt-out list (an SMS STOP reply): honoured at once.
+                    self.record_provider_opt_out(row, message_channel).await?;
+                    let reason = super::policy::SuppressReason::OptedOut.code();
+                    (DeliveryOutcome::Suppressed { id: row.id, reason }, Some(channel))
+                } else {
+                    (self.after_call(row, result, bypassed_quiet_hours), Some(channel))
+                }
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
-            Prepared::OptedOut => (DeliveryOutcome::OptedOut { id: row.id }, Some("none")),
+            Prepared::Deferred(until) => (DeliveryOutcome::Deferred { id: row.id, until }, None),
+            Prepared::Suppressed(reason) => {
+                (DeliveryOutcome::Suppressed { id: row.id, reason: reason.code() }, Some("none"))
+            }
             Prepared::Stale(code) => (DeliveryOutcome::Stale { id: row.id, code }, None),
             Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
         };
-        let Some((status, code, delay)) = outcome.mark() else { return Ok(outcome) };
-        let provider_id = match &outcome {
-            DeliveryOutcome::Sent { provider_message_id, .. } => Some(provider_message_id.as_str()),
-            _ => None,
+        let Some((status, code, due)) = outcome.mark() else { return Ok(outcome) };
+        let (provider_id, bypassed_quiet_hours) = match &outcome {
+            DeliveryOutcome::Sent { provider_message_id, bypassed_quiet_hours, .. } => {
+                (Some(provider_message_id.as_str()), *bypassed_quiet_hours)
+            }
+            _ => (None, false),
         };
-        let mark = Mark { status, channel, provider_message_id: provider_id, error_code: code, delay };
+        let mark = Mark {
+            status,
+            channel,
+            provider_message_id: provider_id,
+            error_code: code,
+            due,
+            bypassed_quiet_hours,
+        };
         let conn = self.pool.get().await?;
         let marked = store::mark(&conn, row.id, token, &mark).await?;
         tracing::info!(
@@ -322,21 +369,59 @@ impl Sender {
             template = %row.template,
             attempts = row.attempts,
             status = if marked { status.as_str() } else { "fenced" },
+            bypassed_quiet_hours,
             code = code.unwrap_or(""),
             "delivery marked"
         );
         Ok(if marked { outcome } else { DeliveryOutcome::Fenced { id: row.id } })
     }
 
+    /// Records on the patient that the provider found them on `channel`'s opt-out list: one
+    /// `patient.updated` event (actor the patient), none when already recorded.
+    async fn record_provider_opt_out(
+        &self,
+        row: &ClaimedDelivery,
+        channel: super::Channel,
+    ) -> Result<(), SendError> {
+        if row.recipient_kind != Some(super::RecipientKind::Patient) {
+            return Ok(());
+        }
+        let patient = crate::ids::PatientId::from_ulid(row.recipient_id);
+        let ctx = crate::patients::patient_ctx(row.workspace_id, patient, row.event_id);
+        let mut conn = self.pool.get().await?;
+        let tx = conn.transaction().await?;
+        let opt_out = crate::patients::OptOut::Channel(channel);
+        match crate::patients::record_opt_out(&tx, &ctx, patient, opt_out).await {
+            Ok(recorded) => {
+                tx.commit().await?;
+                tracing::info!(
+                    notification_id = %row.id,
+                    patient_id = %patient,
+                    channel = channel.as_str(),
+                    recorded = recorded.is_some(),
+                    "the provider reports the recipient opted out; recorded on the patient"
+                );
+            }
+            // A patient gone since the render: nothing to record; the message is suppressed anyway.
+            Err(_) => {
+                tracing::warn!(notification_id = %row.id, "provider opt-out not recorded (patient gone)");
+            }
+        }
+        Ok(())
+    }
+
     fn after_call(
         &self,
         row: &ClaimedDelivery,
         result: Result<Accepted, super::ProviderError>,
+        bypassed_quiet_hours: bool,
     ) -> DeliveryOutcome {
         match result {
-            Ok(accepted) => {
-                DeliveryOutcome::Sent { id: row.id, provider_message_id: accepted.provider_message_id }
-            }
+            Ok(accepted) => DeliveryOutcome::Sent {
+                id: row.id,
+                provider_message_id: accepted.provider_message_id,
+                bypassed_quiet_hours,
+            },
             Err(error) => self.failed(row, error.code, error.retryable),
         }
     }

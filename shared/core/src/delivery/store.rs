@@ -147,8 +147,21 @@ pub struct Mark<'a> {
     pub channel: Option<&'a str>,
     pub provider_message_id: Option<&'a str>,
     pub error_code: Option<&'a str>,
-    /// `retry` only: when it is due again.
-    pub delay: Duration,
+    /// When it is due again (`retry`: after its backoff; `deferred`: at the policy's instant).
+    pub due: Due,
+    /// The contact policy let it through inside quiet hours (`sent` only).
+    pub bypassed_quiet_hours: bool,
+}
+
+/// When a marked row is due again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Due {
+    /// Final or waiting for an operator: `available_at` stays.
+    Unchanged,
+    /// A retry's backoff from now.
+    After(Duration),
+    /// A deferral's instant (the lease queue's delay; the attempt is given back: not a failure).
+    At(chrono::DateTime<chrono::Utc>),
 }
 
 /// Renews one claimed row's lease right before its provider call, fenced by the claim token and by
@@ -182,10 +195,15 @@ static MARK: LazyLock<String> = LazyLock::new(|| {
         "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \
              provider_message_id = coalesce($5, provider_message_id), last_error_code = $6, \
              sent_at = CASE WHEN $3 = '{done}' THEN now() ELSE sent_at END, \
-             available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, {release} \
+             available_at = CASE WHEN $3 = '{retry}' THEN {after} \
+                 WHEN $3 = '{held}' THEN $8::timestamptz ELSE available_at END, \
+             attempts = CASE WHEN $3 = '{held}' THEN {give_back} ELSE attempts END, \
+             quiet_hours_bypassed = quiet_hours_bypassed OR $9, {release} \
          WHERE id = $1 AND {fence} RETURNING id",
         done = queue.stored.done,
         retry = queue.stored.retry,
+        held = queue.stored_name(crate::lease::State::Held).unwrap_or_default(),
+        give_back = queue.give_back(""),
         after = crate::lease::sql::after_ms("$7"),
         release = queue.release_set(),
         fence = queue.fence("", "$2"),
@@ -199,13 +217,27 @@ pub async fn mark(
     token: ClaimToken,
     mark: &Mark<'_>,
 ) -> Result<bool, tokio_postgres::Error> {
-    let delay_ms = mark.delay.as_secs_f64() * 1000.0;
+    let (delay_ms, at) = match mark.due {
+        Due::Unchanged => (0.0, None),
+        Due::After(delay) => (delay.as_secs_f64() * 1000.0, None),
+        Due::At(at) => (0.0, Some(at)),
+    };
     let code: Option<String> = mark.error_code.map(|code| code.chars().take(100).collect());
     let provider_id: Option<String> = mark.provider_message_id.map(|id| id.chars().take(200).collect());
     let rows = sql::query(
         client,
         &MARK,
-        &[&id, &token, &mark.status.as_str(), &mark.channel, &provider_id, &code, &delay_ms],
+        &[
+            &id,
+            &token,
+            &mark.status.as_str(),
+            &mark.channel,
+            &provider_id,
+            &code,
+            &delay_ms,
+            &at,
+            &mark.bypassed_quiet_hours,
+        ],
     )
     .await?;
     Ok(!rows.is_empty())

@@ -66,6 +66,11 @@ impl Fields {
         }
     }
 
+    /// For PATCH: the raw value of `field` when present (the caller parses it; `null` included).
+    pub fn take(&mut self, field: &str) -> Option<Value> {
+        self.object.remove(field)
+    }
+
     /// An optional positive integer (versions).
     pub fn optional_version(&mut self, field: &str) -> Result<Option<i32>, FieldError> {
         match self.object.remove(field) {

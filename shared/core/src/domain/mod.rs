@@ -1,4 +1,5 @@
 //! Parsing input into valid values: request-body field readers and value types.
 
+pub mod contact;
 pub mod input;
 pub mod values;

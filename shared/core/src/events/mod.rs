@@ -106,7 +106,16 @@ impl EventType {
     /// of these fields the mutation changed (names only). Empty: the type carries no `changedFields`.
     pub const fn changeable_fields(self) -> &'static [&'static str] {
         match self {
-            EventType::PatientUpdated => &["givenName", "familyName", "email", "phone", "dateOfBirth"],
+            EventType::PatientUpdated => &[
+                "givenName",
+                "familyName",
+                "email",
+                "phone",
+                "dateOfBirth",
+                "contactChannels",
+                "contactOptOuts",
+                "timeZone",
+            ],
             EventType::PractitionerUpdated => &["displayName", "specialty", "active"],
             EventType::AppointmentRescheduled => &["startsAt", "endsAt"],
             EventType::PatientCreated

@@ -22,7 +22,7 @@
 //!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
 //! 8. rotated-out webhook signing secrets whose overlap ended (`webhook_endpoints.previous_secret`
 //!    set to NULL): a secret rotated because it leaked leaves the row at the end of its overlap.
-//! 9. `notifications` that ended (`sent`, `stale`, `opted_out`, `discarded`) longer ago than their own
+//! 9. `notifications` that ended (`sent`, `stale`, `opted_out`, `suppressed`, `discarded`) longer ago than their own
 //!    retention ([`RetentionConfig::notification_retention`], `CLINIC_NOTIFICATION_RETENTION_HOURS`,
 //!    default 90 days) whose event has no outbox row any more: step 1 removed it, so no operator
 //!    replay and no redelivery can reach the event again and the row's idempotency key dedupes
@@ -221,11 +221,11 @@ const SWEEP_REJECTIONS: &str = "WITH batch AS ( \
 /// re-checked under the row lock). Answers the last key examined and the counts.
 const SWEEP_NOTIFICATIONS: &str = "WITH batch AS ( \
          SELECT id, updated_at FROM notifications \
-         WHERE status IN ('sent', 'stale', 'opted_out', 'discarded') AND updated_at < $1 \
+         WHERE status IN ('sent', 'stale', 'opted_out', 'suppressed', 'discarded') AND updated_at < $1 \
            AND (updated_at, id) > ($2, $3) ORDER BY updated_at, id LIMIT $4 \
      ), gone AS ( \
          DELETE FROM notifications n USING batch b \
-         WHERE n.id = b.id AND n.status IN ('sent', 'stale', 'opted_out', 'discarded') \
+         WHERE n.id = b.id AND n.status IN ('sent', 'stale', 'opted_out', 'suppressed', 'discarded') \
            AND NOT EXISTS (SELECT 1 FROM event_outbox o WHERE o.event_id = n.event_id) \
          RETURNING 1 \
      ), last AS ( \

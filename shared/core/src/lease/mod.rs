@@ -19,14 +19,14 @@
 //! | `leased`    | claimed under a token and a lease (`available_at` = lease end) | `claimed` | `sending` | `sending` |
 //! | `done`      | the effect happened (final) | `dispatched` | `sent` | `delivered` |
 //! | `retry`     | failed, due again after the [`RetryPolicy`]'s delay | `retry` | `retry` | `retry` |
-//! | `held`      | unavailable, not rejected: the attempt is given back ([`Queue::give_back`]) | `retry` (`last_error_code` says why: an outage, a paused listener, a build that does not know the type) | — (a provider failure spends its attempt) | `pending`/`retry` of a disabled endpoint (never claimed while it is off) |
+//! | `held`      | unavailable, not rejected: the attempt is given back ([`Queue::give_back`]) | `retry` (`last_error_code` says why: an outage, a paused listener, a build that does not know the type) | `deferred` (the contact policy's delay to the end of quiet hours, DESIGN §5e; a provider failure spends its attempt) | `pending`/`retry` of a disabled endpoint (never claimed while it is off) |
 //! | `uncertain` | the lease expired after a provider call may have been made | — (expiry re-claims; receipts absorb a duplicate start) | `uncertain` | — (expiry re-claims; receivers dedupe on `webhook-id`) |
 //! | `dead`      | the attempt ceiling was reached or the failure is permanent; waits for an operator | `dead` | `dead`, `no_contact` (no usable address) | `failed` |
 //! | `discarded` | an operator gave it up (final) | `discarded` | `discarded` | — |
-//! | `stale`     | final: the effect no longer applies | — | `stale`, `opted_out` | — |
+//! | `stale`     | final: the effect no longer applies | — | `stale`, `suppressed` (the contact policy said never), `opted_out` (before V22) | — |
 //!
 //! Rules (each one a piece of SQL built from a [`Queue`] descriptor in [`sql`], or a Rust function):
-//! - **Due** ([`Queue::due`]): `ready` or `retry` whose `available_at` has come, and — for queues
+//! - **Due** ([`Queue::due`]): `ready`, `retry` or `held` whose `available_at` has come, and — for queues
 //!   whose expiry re-claims — `leased` whose lease expired.
 //! - **Claim** ([`Queue::claim_set`]): a fresh token, a lease (`available_at` and the lease column
 //!   set to its end) and `attempts + 1`, in one statement with `FOR UPDATE SKIP LOCKED`.
@@ -159,7 +159,13 @@ pub const NOTIFICATIONS: Queue = Queue {
         dead: "dead",
         uncertain: Some("uncertain"),
         discarded: Some("discarded"),
-        others: &[("no_contact", State::Dead), ("opted_out", State::Stale), ("stale", State::Stale)],
+        others: &[
+            ("no_contact", State::Dead),
+            ("opted_out", State::Stale),
+            ("stale", State::Stale),
+            ("deferred", State::Held),
+            ("suppressed", State::Stale),
+        ],
     },
     attempts: "attempts",
     token: "claim_token",
@@ -203,7 +209,11 @@ impl Queue {
             State::Ready => Some(s.ready),
             State::Leased => Some(s.leased),
             State::Done => Some(s.done),
-            State::Retry | State::Held => Some(s.retry),
+            State::Retry => Some(s.retry),
+            // A queue may store its holds apart (`deferred`); else a hold is a `retry` row.
+            State::Held => {
+                Some(s.others.iter().find(|(_, st)| *st == State::Held).map_or(s.retry, |(name, _)| *name))
+            }
             State::Dead => Some(s.dead),
             State::Uncertain => s.uncertain,
             State::Discarded => s.discarded,

@@ -73,13 +73,14 @@ pub const OUTBOX_ACTIONS: Actions = Actions {
     discard: &[State::Dead],
 };
 
-/// Notifications: retry or discard a dead (`dead`, `no_contact`), retrying or uncertain one.
+/// Notifications: retry or discard a dead (`dead`, `no_contact`), retrying or uncertain one; discard
+/// a deferred one (a retry of it would only be deferred again).
 pub const NOTIFICATION_ACTIONS: Actions = Actions {
     queue: NOTIFICATIONS,
     noun: "delivery",
     retry: &[State::Dead, State::Retry, State::Uncertain],
     replay: &[],
-    discard: &[State::Dead, State::Retry, State::Uncertain],
+    discard: &[State::Dead, State::Retry, State::Held, State::Uncertain],
 };
 
 /// Webhook deliveries: recover (retry) a failed one.
@@ -185,7 +186,10 @@ mod tests {
         assert_eq!(accepted(&OUTBOX_ACTIONS, ActionKind::Discard), ["dead"]);
         let notifications = ["dead", "no_contact", "retry", "uncertain"];
         assert_eq!(accepted(&NOTIFICATION_ACTIONS, ActionKind::Retry), notifications);
-        assert_eq!(accepted(&NOTIFICATION_ACTIONS, ActionKind::Discard), notifications);
+        assert_eq!(
+            accepted(&NOTIFICATION_ACTIONS, ActionKind::Discard),
+            ["dead", "deferred", "no_contact", "retry", "uncertain"]
+        );
         assert_eq!(accepted(&WEBHOOK_ACTIONS, ActionKind::Retry), ["failed"]);
     }
 

@@ -75,6 +75,10 @@ impl Queue {
     pub fn live(&self, alias: &str) -> String {
         let s = &self.stored;
         let mut names = vec![quoted(s.ready), quoted(s.retry)];
+        // Holds stored apart (`deferred`) are due at their `available_at` like a retry.
+        names.extend(
+            s.others.iter().filter(|(_, state)| *state == super::State::Held).map(|(name, _)| quoted(name)),
+        );
         if self.expiry == Expiry::Reclaim {
             names.push(quoted(s.leased));
         }
@@ -225,7 +229,11 @@ mod tests {
 
     #[test]
     fn the_due_predicate_names_the_ready_and_retry_statuses() {
-        assert_eq!(NOTIFICATIONS.due("n"), "n.status IN ('pending', 'retry') AND n.available_at <= now()");
+        assert_eq!(
+            NOTIFICATIONS.due("n"),
+            "n.status IN ('pending', 'retry', 'deferred') AND n.available_at <= now()"
+        );
+        assert_eq!(OUTBOX.due(""), "status IN ('pending', 'retry', 'claimed') AND available_at <= now()");
     }
 
     #[test]

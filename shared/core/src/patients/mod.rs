@@ -22,6 +22,7 @@ use serde_json::Value;
 use crate::context::Ctx;
 use crate::db::Tx;
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
+use crate::domain::contact::{parse_set, Channel, MessageKind};
 use crate::domain::input::{FieldError, Fields};
 use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
@@ -29,6 +30,7 @@ use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PatientId, WorkspaceId};
+use crate::workspaces::TimeZone;
 
 /// A patient as stored and as answered. Names and contact details are health data: this type is
 /// never logged and never put into an event.
@@ -45,7 +47,16 @@ pub struct Patient {
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Contact preferences (DESIGN §5e): the channels the patient consented to (empty: no consent,
+    /// nothing is sent), the kinds of message they opted out of, and their IANA time zone (`None`:
+    /// the workspace's). Not personal free text: a closed vocabulary and a zone name.
+    pub contact_channels: Vec<Channel>,
+    pub contact_opt_outs: Vec<MessageKind>,
+    pub time_zone: Option<String>,
 }
+
+/// The fields of a patient the patient may change themselves (with their own token).
+pub const CONTACT_PREFERENCE_FIELDS: &[&str] = &["contactChannels", "contactOptOuts", "timeZone"];
 
 /// `POST /v1/patients`, parsed.
 #[derive(Debug, Clone)]
@@ -83,6 +94,9 @@ pub struct PatientChanges {
     email: Option<Option<Email>>,
     phone: Option<Option<Phone>>,
     date_of_birth: Option<Option<NaiveDate>>,
+    contact_channels: Option<Vec<Channel>>,
+    contact_opt_outs: Option<Vec<MessageKind>>,
+    time_zone: Option<Option<TimeZone>>,
     expected_version: Option<i32>,
 }
 
@@ -110,9 +124,34 @@ impl TryFrom<Value> for PatientChanges {
             .patch_str("dateOfBirth")?
             .map(|value| value.map(|raw| parse_date_of_birth("dateOfBirth", &raw)).transpose())
             .transpose()?;
+        let contact_channels = fields
+            .take("contactChannels")
+            .map(|value| parse_set("contactChannels", value, Channel::parse, "\"email\" and \"sms\""))
+            .transpose()?;
+        let contact_opt_outs = fields
+            .take("contactOptOuts")
+            .map(|value| {
+                let expected = "\"booking_confirmation\", \"change_notice\" and \"reminder\"";
+                parse_set("contactOptOuts", value, MessageKind::parse, expected)
+            })
+            .transpose()?;
+        let time_zone = fields
+            .patch_str("timeZone")?
+            .map(|value| value.map(|raw| TimeZone::parse("timeZone", &raw)).transpose())
+            .transpose()?;
         let expected_version = fields.optional_version("expectedVersion")?;
         fields.finish()?;
-        let changes = Self { given_name, family_name, email, phone, date_of_birth, expected_version };
+        let changes = Self {
+            given_name,
+            family_name,
+            email,
+            phone,
+            date_of_birth,
+            contact_channels,
+            contact_opt_outs,
+            time_zone,
+            expected_version,
+        };
         if changes.is_empty() {
             return Err(FieldError::new("body", "must change at least one field"));
         }
@@ -122,6 +161,18 @@ impl TryFrom<Value> for PatientChanges {
 
 impl PatientChanges {
     fn is_empty(&self) -> bool {
+        self.given_name.is_none()
+            && self.family_name.is_none()
+            && self.email.is_none()
+            && self.phone.is_none()
+            && self.date_of_birth.is_none()
+            && self.contact_channels.is_none()
+            && self.contact_opt_outs.is_none()
+            && self.time_zone.is_none()
+    }
+
+    /// True when only contact preferences change (what a patient may change with their own token).
+    pub fn only_contact_preferences(&self) -> bool {
         self.given_name.is_none()
             && self.family_name.is_none()
             && self.email.is_none()
@@ -144,6 +195,15 @@ impl PatientChanges {
         }
         if let Some(date_of_birth) = self.date_of_birth {
             patient.date_of_birth = date_of_birth;
+        }
+        if let Some(channels) = self.contact_channels {
+            patient.contact_channels = channels;
+        }
+        if let Some(opt_outs) = self.contact_opt_outs {
+            patient.contact_opt_outs = opt_outs;
+        }
+        if let Some(zone) = self.time_zone {
+            patient.time_zone = zone.map(|zone| zone.as_str().to_owned());
         }
     }
 }
@@ -169,6 +229,9 @@ pub async fn create(tx: &Tx<'_>, ctx: &Ctx, command: NewPatient) -> DomainResult
         version: 1,
         created_at: now,
         updated_at: now,
+        contact_channels: Channel::ALL.to_vec(),
+        contact_opt_outs: Vec::new(),
+        time_zone: None,
     };
     repo::insert(tx, &patient).await?;
     let event = append(tx, &ctx.cause, patient_event(EventType::PatientCreated, &patient)).await?;
@@ -191,6 +254,9 @@ pub async fn update(
         ("email", before.email != patient.email),
         ("phone", before.phone != patient.phone),
         ("dateOfBirth", before.date_of_birth != patient.date_of_birth),
+        ("contactChannels", before.contact_channels != patient.contact_channels),
+        ("contactOptOuts", before.contact_opt_outs != patient.contact_opt_outs),
+        ("timeZone", before.time_zone != patient.time_zone),
     ]);
     patient.version += 1;
     patient.updated_at = crate::domain::values::now();
@@ -202,6 +268,64 @@ pub async fn update(
     event.changed_fields = Some(changed);
     let event = append(tx, &ctx.cause, event).await?;
     Ok((patient, event))
+}
+
+/// An opt-out the patient made outside the API: a STOP reply the SMS provider reports (the channel),
+/// or an email's one-click unsubscribe (the kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OptOut {
+    Channel(Channel),
+    Kind(MessageKind),
+}
+
+/// Records `opt_out` on the patient at once: one `patient.updated` event naming the changed field
+/// (`contactChannels` or `contactOptOuts`), with the context's actor (the patient). `None` when it
+/// was already recorded (nothing written) — a repeated STOP or a second click is idempotent.
+pub async fn record_opt_out(
+    tx: &Tx<'_>,
+    ctx: &Ctx,
+    id: PatientId,
+    opt_out: OptOut,
+) -> DomainResult<Option<Envelope>> {
+    let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
+    let field = match opt_out {
+        OptOut::Channel(channel) => {
+            if !patient.contact_channels.contains(&channel) {
+                return Ok(None);
+            }
+            patient.contact_channels.retain(|kept| *kept != channel);
+            "contactChannels"
+        }
+        OptOut::Kind(kind) => {
+            if patient.contact_opt_outs.contains(&kind) {
+                return Ok(None);
+            }
+            patient.contact_opt_outs.push(kind);
+            patient.contact_opt_outs.sort_unstable();
+            "contactOptOuts"
+        }
+    };
+    patient.version += 1;
+    patient.updated_at = crate::domain::values::now();
+    repo::update(tx, &patient).await?;
+    let mut event = patient_event(EventType::PatientUpdated, &patient);
+    event.changed_fields = Some(changed_fields(&[(field, true)]));
+    Ok(Some(append(tx, &ctx.cause, event).await?))
+}
+
+/// The context of a change the patient made through a channel's own mechanism (not a request):
+/// actor the patient, caused by `event` (the event whose message carried the opt-out).
+pub fn patient_ctx(workspace_id: WorkspaceId, patient: PatientId, event: crate::ids::EventId) -> Ctx {
+    Ctx {
+        workspace_id,
+        cause: crate::events::Cause {
+            actor: crate::events::Actor::Patient { id: patient.ulid() },
+            correlation_id: crate::ids::CorrelationId::generate(),
+            causation_id: event.into(),
+            idempotency_key: None,
+            trace: None,
+        },
+    }
 }
 
 pub async fn delete(

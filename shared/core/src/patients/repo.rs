@@ -5,6 +5,7 @@ use tokio_postgres::Row;
 
 use super::Patient;
 use crate::db::sql;
+use crate::domain::contact::{from_stored, Channel, MessageKind};
 use crate::ids::{PatientId, WorkspaceId};
 
 /// The columns [`from_row`] reads. A macro, so each statement below is one compile-time literal
@@ -12,7 +13,7 @@ use crate::ids::{PatientId, WorkspaceId};
 macro_rules! columns {
     () => {
         "id, workspace_id, given_name, family_name, email, phone, date_of_birth, \
-         version, created_at, updated_at"
+         version, created_at, updated_at, contact_channels, contact_opt_outs, time_zone"
     };
 }
 
@@ -28,12 +29,15 @@ pub(super) fn from_row(row: &Row) -> Patient {
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
+        contact_channels: from_stored(&row.get::<_, Vec<String>>("contact_channels"), Channel::parse),
+        contact_opt_outs: from_stored(&row.get::<_, Vec<String>>("contact_opt_outs"), MessageKind::parse),
+        time_zone: row.get("time_zone"),
     }
 }
 
 const INSERT: &str = "INSERT INTO patients (id, workspace_id, given_name, family_name, email, phone, \
-         date_of_birth, version, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+         date_of_birth, version, created_at, updated_at, contact_channels, contact_opt_outs, time_zone) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
 
 pub async fn insert(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
     sql::execute(
@@ -50,6 +54,9 @@ pub async fn insert(client: &impl GenericClient, p: &Patient) -> Result<(), toki
             &p.version,
             &p.created_at,
             &p.updated_at,
+            &names(&p.contact_channels, |c| c.as_str()),
+            &names(&p.contact_opt_outs, |k| k.as_str()),
+            &p.time_zone,
         ],
     )
     .await
@@ -100,7 +107,13 @@ pub async fn lock_shared(
 }
 
 const UPDATE: &str = "UPDATE patients SET given_name = $3, family_name = $4, email = $5, phone = $6, \
-         date_of_birth = $7, version = $8, updated_at = $9 WHERE workspace_id = $1 AND id = $2";
+         date_of_birth = $7, version = $8, updated_at = $9, contact_channels = $10, \
+         contact_opt_outs = $11, time_zone = $12 WHERE workspace_id = $1 AND id = $2";
+
+/// Stored names of a preference list (a `text[]` column).
+fn names<T: Copy>(values: &[T], name: impl Fn(T) -> &'static str) -> Vec<&'static str> {
+    values.iter().map(|value| name(*value)).collect()
+}
 
 pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), tokio_postgres::Error> {
     sql::execute(
@@ -116,6 +129,9 @@ pub async fn update(client: &impl GenericClient, p: &Patient) -> Result<(), toki
             &p.date_of_birth,
             &p.version,
             &p.updated_at,
+            &names(&p.contact_channels, |c| c.as_str()),
+            &names(&p.contact_opt_outs, |k| k.as_str()),
+            &p.time_zone,
         ],
     )
     .await

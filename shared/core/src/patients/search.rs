@@ -30,10 +30,11 @@ pub const MAX_QUERY_CHARS: usize = 100;
 /// (first page: the prefix and the nil id), `$6` an optional date of birth, `$7` the page size.
 pub const SEARCH: &str = r#"
 SELECT sort_key, id, workspace_id, given_name, family_name, email, phone, date_of_birth, version,
-       created_at, updated_at
+       created_at, updated_at, contact_channels, contact_opt_outs, time_zone
 FROM (
     (SELECT lower(family_name) COLLATE "C" AS sort_key, id, workspace_id, given_name, family_name,
-            email, phone, date_of_birth, version, created_at, updated_at
+            email, phone, date_of_birth, version, created_at, updated_at, contact_channels,
+            contact_opt_outs, time_zone
      FROM patients
      WHERE workspace_id = $1 AND deleted_at IS NULL
        AND (lower(family_name) COLLATE "C", id) > ($4::text COLLATE "C", $5::uuid)
@@ -43,7 +44,8 @@ FROM (
      LIMIT $7)
     UNION ALL
     (SELECT lower(given_name) COLLATE "C", id, workspace_id, given_name, family_name,
-            email, phone, date_of_birth, version, created_at, updated_at
+            email, phone, date_of_birth, version, created_at, updated_at, contact_channels,
+            contact_opt_outs, time_zone
      FROM patients
      WHERE workspace_id = $1 AND deleted_at IS NULL
        AND (lower(given_name) COLLATE "C", id) > ($4::text COLLATE "C", $5::uuid)

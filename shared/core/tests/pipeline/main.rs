@@ -4,6 +4,7 @@
 mod claim_floor;
 mod custody;
 mod delivery_lease;
+mod delivery_policy;
 mod delivery_rules;
 mod dispatch_local;
 mod listeners_pointer;

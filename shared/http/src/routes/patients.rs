@@ -1,7 +1,7 @@
 //! `/v1/patients`: create, read, update, delete.
 //!
-//! A patient token reads only its own record; any other patient id answers 404, exactly like a missing
-//! one.
+//! A patient token reads only its own record and changes only its own contact preferences; any other
+//! patient id answers 404, exactly like a missing one.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -87,10 +87,19 @@ pub async fn get_one(
     Ok(Json(patient).into_response())
 }
 
+/// Staff change any field; a patient's own token changes only their contact preferences
+/// ([`patients::CONTACT_PREFERENCE_FIELDS`]; any other field answers 403, another patient 404). Either
+/// way the change is one `patient.updated` event naming the changed fields, with the caller as actor.
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
-    request.caller.require_staff()?;
     let id: PatientId = path_id(&id)?;
+    let own = request.caller.patient();
+    if own.is_some_and(|own| own != id) {
+        return Err(DomainError::NotFound.into());
+    }
     let changes = PatientChanges::try_from(request.json()?)?;
+    if own.is_some() && !changes.only_contact_preferences() {
+        return Err(DomainError::Forbidden.into());
+    }
     request
         .run(StatusCode::OK, async move |tx, ctx| Ok(patients::update(tx, ctx, id, changes).await?.0))
         .await

@@ -39,12 +39,15 @@ const UPDATABLE: &[(&str, &[&str])] = &[
     (
         "patients",
         &[
+            "contact_channels",
+            "contact_opt_outs",
             "date_of_birth",
             "deleted_at",
             "email",
             "family_name",
             "given_name",
             "phone",
+            "time_zone",
             "updated_at",
             "version",
         ],

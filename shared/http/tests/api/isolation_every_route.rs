@@ -310,9 +310,10 @@ async fn every_route_of_another_patient_looks_missing_to_a_patient() {
             assert!(!on_theirs.text.contains(leaked), "{context} leaks {leaked}");
         }
     }
-    // GET and PATCH/DELETE of the patient, GET and cancel of the appointment: the patient's own
-    // routes; PATCH and DELETE are refused to the role (403) whatever the id.
-    assert_eq!(not_found, 3, "the routes open to a patient answer 404 for another patient's ids");
+    // GET and PATCH of the patient (a patient changes its own contact preferences, issue 40), GET and
+    // cancel of the appointment: the patient's own routes; DELETE is refused to the role (403)
+    // whatever the id.
+    assert_eq!(not_found, 4, "the routes open to a patient answer 404 for another patient's ids");
     assert_eq!(b_state(&app, &workspace).await, before, "nothing of the workspace changed");
     // The patient's own records stay reachable.
     for path in

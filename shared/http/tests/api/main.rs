@@ -4,6 +4,7 @@
 
 mod access;
 mod concurrency;
+mod contact_preferences;
 mod contract;
 mod correlation;
 mod db_least_privilege;
