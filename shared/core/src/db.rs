@@ -265,6 +265,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_trace_context",
         sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
     },
+    Migration {
+        version: 21,
+        name: "lease_queue_operator_actions",
+        sql: include_str!("../../../migrations/V21__lease_queue_operator_actions.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

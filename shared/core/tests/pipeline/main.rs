@@ -6,6 +6,7 @@ mod custody;
 mod delivery_lease;
 mod delivery_rules;
 mod dispatch_local;
+mod lease_fence;
 mod listeners_pointer;
 mod listeners_workflows;
 mod model;
