@@ -74,7 +74,7 @@ pub trait OperatedQueue: Send + Sync + 'static {
 
     /// Performs `request` on row `id` (scoped to `workspace`; `None`: any, CLI only) and records it
     /// with `batch` (a bulk request's id), on the caller's transaction.
-    fn perform<C: GenericClient + Sync>(
+    fn perform<C: GenericClient>(
         tx: &C,
         workspace: Option<WorkspaceId>,
         id: Self::Id,
@@ -129,7 +129,7 @@ impl OperatedQueue for Outbox {
         scoped.params(Some(&accepted)).conditions()
     }
 
-    async fn perform<C: GenericClient + Sync>(
+    async fn perform<C: GenericClient>(
         tx: &C,
         workspace: Option<WorkspaceId>,
         id: EventId,
@@ -169,7 +169,7 @@ impl OperatedQueue for Notifications {
         filter.conditions("n", workspace, accepted)
     }
 
-    async fn perform<C: GenericClient + Sync>(
+    async fn perform<C: GenericClient>(
         tx: &C,
         workspace: Option<WorkspaceId>,
         id: NotificationId,
@@ -209,7 +209,7 @@ impl OperatedQueue for WebhookDeliveries {
         filter.conditions("d", workspace, accepted)
     }
 
-    async fn perform<C: GenericClient + Sync>(
+    async fn perform<C: GenericClient>(
         tx: &C,
         workspace: Option<WorkspaceId>,
         id: WebhookDeliveryId,
@@ -282,7 +282,7 @@ impl QueueRow {
 /// caller's transaction. Errors: `NotFound` (no such row in scope), `Conflict` (the lease queue's
 /// refusal naming why); neither writes anything.
 pub async fn perform_row(
-    tx: &(impl GenericClient + Sync),
+    tx: &impl GenericClient,
     workspace: Option<WorkspaceId>,
     row: QueueRow,
     request: &ActionRequest,

@@ -11,6 +11,7 @@ mod listeners_pointer;
 mod listeners_workflows;
 mod model;
 mod model_notifications;
+mod model_webhooks;
 mod outages;
 mod overlap;
 mod sql_pipeline;
