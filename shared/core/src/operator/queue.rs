@@ -141,85 +141,72 @@ impl OperatedQueue for Outbox {
     }
 }
 
-impl OperatedQueue for Notifications {
-    type Id = NotificationId;
-    type Record = RowActionRecord;
-    type Filter = RowFilter;
-    const ACTIONS: Actions = NOTIFICATION_ACTIONS;
-    const AUDIT_COLUMN: &'static str = "notification_id";
-    const FROM: &'static str = "notifications n";
-    const ID: &'static str = "n.id";
-    const FILTER_FIELDS: &'static [&'static str] = NOTIFICATION_FIELDS;
+/// `OperatedQueue` for a row queue (notifications, webhook deliveries): one [`RowFilter`] over the
+/// table under `$alias`, and [`perform_row`] on a [`QueueRow::$variant`].
+macro_rules! row_queue {
+    ($queue:ty, $id:ty, $variant:ident, $actions:expr, $column:literal, $table:literal, $alias:literal, $fields:expr) => {
+        impl OperatedQueue for $queue {
+            type Id = $id;
+            type Record = RowActionRecord;
+            type Filter = RowFilter;
+            const ACTIONS: Actions = $actions;
+            const AUDIT_COLUMN: &'static str = $column;
+            const FROM: &'static str = concat!($table, " ", $alias);
+            const ID: &'static str = concat!($alias, ".id");
+            const FILTER_FIELDS: &'static [&'static str] = $fields;
 
-    fn parse_filter(
-        get: impl Fn(&str) -> Option<String>,
-    ) -> Result<RowFilter, crate::domain::input::FieldError> {
-        RowFilter::parse(&Self::ACTIONS.queue, Self::FILTER_FIELDS, get)
-    }
+            fn parse_filter(
+                get: impl Fn(&str) -> Option<String>,
+            ) -> Result<RowFilter, crate::domain::input::FieldError> {
+                RowFilter::parse(&Self::ACTIONS.queue, Self::FILTER_FIELDS, get)
+            }
 
-    fn names_nothing(filter: &RowFilter) -> bool {
-        *filter == RowFilter::default()
-    }
+            fn names_nothing(filter: &RowFilter) -> bool {
+                *filter == RowFilter::default()
+            }
 
-    fn conditions(
-        filter: &RowFilter,
-        workspace: Option<WorkspaceId>,
-        accepted: &[&'static str],
-    ) -> Conditions {
-        filter.conditions("n", workspace, accepted)
-    }
+            fn conditions(
+                filter: &RowFilter,
+                workspace: Option<WorkspaceId>,
+                accepted: &[&'static str],
+            ) -> Conditions {
+                filter.conditions($alias, workspace, accepted)
+            }
 
-    async fn perform<C: GenericClient>(
-        tx: &C,
-        workspace: Option<WorkspaceId>,
-        id: NotificationId,
-        request: &ActionRequest,
-        operator: &Operator,
-        batch: Option<ulid::Ulid>,
-    ) -> DomainResult<RowActionRecord> {
-        perform_row(tx, workspace, QueueRow::NotificationId(id), request, operator, batch).await
-    }
+            async fn perform<C: GenericClient>(
+                tx: &C,
+                workspace: Option<WorkspaceId>,
+                id: $id,
+                request: &ActionRequest,
+                operator: &Operator,
+                batch: Option<ulid::Ulid>,
+            ) -> DomainResult<RowActionRecord> {
+                perform_row(tx, workspace, QueueRow::$variant(id), request, operator, batch).await
+            }
+        }
+    };
 }
 
-impl OperatedQueue for WebhookDeliveries {
-    type Id = WebhookDeliveryId;
-    type Record = RowActionRecord;
-    type Filter = RowFilter;
-    const ACTIONS: Actions = WEBHOOK_ACTIONS;
-    const AUDIT_COLUMN: &'static str = "webhook_delivery_id";
-    const FROM: &'static str = "webhook_deliveries d";
-    const ID: &'static str = "d.id";
-    const FILTER_FIELDS: &'static [&'static str] = WEBHOOK_FIELDS;
-
-    fn parse_filter(
-        get: impl Fn(&str) -> Option<String>,
-    ) -> Result<RowFilter, crate::domain::input::FieldError> {
-        RowFilter::parse(&Self::ACTIONS.queue, Self::FILTER_FIELDS, get)
-    }
-
-    fn names_nothing(filter: &RowFilter) -> bool {
-        *filter == RowFilter::default()
-    }
-
-    fn conditions(
-        filter: &RowFilter,
-        workspace: Option<WorkspaceId>,
-        accepted: &[&'static str],
-    ) -> Conditions {
-        filter.conditions("d", workspace, accepted)
-    }
-
-    async fn perform<C: GenericClient>(
-        tx: &C,
-        workspace: Option<WorkspaceId>,
-        id: WebhookDeliveryId,
-        request: &ActionRequest,
-        operator: &Operator,
-        batch: Option<ulid::Ulid>,
-    ) -> DomainResult<RowActionRecord> {
-        perform_row(tx, workspace, QueueRow::WebhookDeliveryId(id), request, operator, batch).await
-    }
-}
+row_queue!(
+    Notifications,
+    NotificationId,
+    NotificationId,
+    NOTIFICATION_ACTIONS,
+    "notification_id",
+    "notifications",
+    "n",
+    NOTIFICATION_FIELDS
+);
+row_queue!(
+    WebhookDeliveries,
+    WebhookDeliveryId,
+    WebhookDeliveryId,
+    WEBHOOK_ACTIONS,
+    "webhook_delivery_id",
+    "webhook_deliveries",
+    "d",
+    WEBHOOK_FIELDS
+);
 
 /// The row of a notification or webhook delivery action, answered under its own key
 /// (`notificationId` or `webhookDeliveryId`).
