@@ -5,8 +5,8 @@
 //!
 //! | action    | accepted status     | becomes   | what else changes |
 //! |-----------|---------------------|-----------|-------------------|
-//! | `retry`   | `dead`, `retry`     | `pending` | due now (`available_at = now()`); same event id; `attempts`, `last_error*` and `only_listeners` kept |
-//! | `replay`  | `dispatched`        | `pending` | due now; `only_listeners` = the named listeners, or NULL for all of them; their `listener_starts` rows are removed so the dispatcher starts them again; same event id; `attempts` kept |
+//! | `retry`   | `dead`, `retry`     | `pending` | due now (`available_at = now()`); same event id; a fresh attempt budget (`attempts` = 0); `last_error*` and `only_listeners` kept |
+//! | `replay`  | `dispatched`        | `pending` | due now; `only_listeners` = the named listeners, or NULL for all of them; their `listener_starts` rows are removed so the dispatcher starts them again; same event id; a fresh attempt budget |
 //! | `discard` | `dead`              | `discarded` | nothing else; final |
 //!
 //! Invariants:
