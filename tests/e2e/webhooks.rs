@@ -691,10 +691,20 @@ async fn an_operator_retries_discards_and_bulk_recovers_webhook_deliveries() {
         ),
         (&json!(ids[0]), &json!("failed"), &json!("discarded"))
     );
-    let retried = post(act(&ids[1], "retry"), json!({"reason": "receiver fixed"})).await;
+    let key = [("Idempotency-Key", "retry-one-webhook-delivery")];
+    let body = json!({"reason": "receiver fixed"});
+    let retried = app.call_with("POST", &act(&ids[1], "retry"), Some(&admin), Some(body.clone()), &key).await;
     assert_eq!(retried.status, 200, "{}", retried.text);
     assert_eq!(retried.body["statusAfter"], "pending");
     assert_eq!(deliveries(&app).await[1], (ids[1].clone(), "pending".into(), 0), "a fresh attempt budget");
+    // The same key again answers the stored audit record and acts no second time.
+    let repeated = app.call_with("POST", &act(&ids[1], "retry"), Some(&admin), Some(body), &key).await;
+    assert_eq!(
+        (repeated.status.as_u16(), &repeated.body["id"]),
+        (200, &retried.body["id"]),
+        "{}",
+        repeated.text
+    );
 
     // Pointless: a discarded delivery cannot be retried or discarded again; replay is not offered;
     // a missing reason is a 422 before anything else. None of them writes an audit row.
