@@ -629,3 +629,143 @@ async fn webhook_secrets_are_sealed_at_rest_and_bound_to_their_endpoint() {
     assert!(!row.contains(rotated.body["secret"].as_str().unwrap()));
     drop(receiver.child);
 }
+
+/// The webhook deliveries of the app's workspace, oldest first: (id, status, attempts).
+async fn deliveries(app: &TestApp) -> Vec<(String, String, i32)> {
+    let client = app.db.pool.get().await.unwrap();
+    let rows = client
+        .query("SELECT id, status, attempts FROM webhook_deliveries ORDER BY created_at, id", &[])
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|row| (ulid::Ulid::from(row.get::<_, uuid::Uuid>(0)).to_string(), row.get(1), row.get(2)))
+        .collect()
+}
+
+/// Issue 38 items 1 and 2 (new routes: on e6934c2 they answer 404 no-route, and a webhook delivery
+/// could only be recovered by endpoint and time): an operator retries one failed webhook delivery,
+/// discards another, dry-runs and then applies a bulk retry by filter; each retried delivery then
+/// reaches the receiver exactly once on a fresh attempt budget (same `webhook-id`), the discarded
+/// one never does, every pointless action answers 409 naming why and writes nothing, and each
+/// action leaves one audit row naming the delivery.
+#[tokio::test]
+async fn an_operator_retries_discards_and_bulk_recovers_webhook_deliveries() {
+    clinic_testkit::init_test_logging();
+    let (app, sender, dispatcher) = loopback_app().await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let (receiver, path) = receiving_endpoint(&app).await;
+    let endpoint_id = path.rsplit('/').next().unwrap().to_owned();
+    // The receiver refuses for good (a 4xx other than 408/429): every first attempt fails.
+    receiver.answer(410).await;
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, json!({"givenName": "Re", "familyName": "Try"})).await;
+    for day in 1..=4 {
+        let (starts, ends) = (format!("2031-08-0{day}T09:00:00Z"), format!("2031-08-0{day}T09:30:00Z"));
+        app.book(&staff, &patient, &practitioner, &starts, &ends).await;
+    }
+    dispatcher.drain_once().await.unwrap();
+    let started = Instant::now();
+    while deliveries(&app).await.iter().filter(|(_, status, _)| status == "failed").count() < 4 {
+        assert!(started.elapsed() < Duration::from_secs(60), "{:?}", deliveries(&app).await);
+        sender.send_due(10).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ids: Vec<String> = deliveries(&app).await.into_iter().map(|(id, _, _)| id).collect();
+    let received_before = receiver.received().await.len();
+    receiver.answer(200).await;
+    let post = |path: String, body: Value| {
+        let (app, admin) = (&app, admin.clone());
+        async move { app.call("POST", &path, Some(&admin), Some(body)).await }
+    };
+    let act = |id: &str, action: &str| format!("/v1/system/webhook-deliveries/{id}/{action}");
+
+    // One discard, one retry.
+    let discarded = post(act(&ids[0], "discard"), json!({"reason": "receiver retired this record"})).await;
+    assert_eq!(discarded.status, 200, "{}", discarded.text);
+    assert_eq!(
+        (
+            &discarded.body["webhookDeliveryId"],
+            &discarded.body["statusBefore"],
+            &discarded.body["statusAfter"]
+        ),
+        (&json!(ids[0]), &json!("failed"), &json!("discarded"))
+    );
+    let key = [("Idempotency-Key", "retry-one-webhook-delivery")];
+    let body = json!({"reason": "receiver fixed"});
+    let retried = app.call_with("POST", &act(&ids[1], "retry"), Some(&admin), Some(body.clone()), &key).await;
+    assert_eq!(retried.status, 200, "{}", retried.text);
+    assert_eq!(retried.body["statusAfter"], "pending");
+    assert_eq!(deliveries(&app).await[1], (ids[1].clone(), "pending".into(), 0), "a fresh attempt budget");
+    // The same key again answers the stored audit record and acts no second time.
+    let repeated = app.call_with("POST", &act(&ids[1], "retry"), Some(&admin), Some(body), &key).await;
+    assert_eq!(
+        (repeated.status.as_u16(), &repeated.body["id"]),
+        (200, &retried.body["id"]),
+        "{}",
+        repeated.text
+    );
+
+    // Pointless: a discarded delivery cannot be retried or discarded again; replay is not offered;
+    // a missing reason is a 422 before anything else. None of them writes an audit row.
+    let audit = "SELECT 1 FROM operator_actions WHERE webhook_delivery_id IS NOT NULL";
+    assert_eq!(app.count(audit).await, 2);
+    let again = post(act(&ids[0], "retry"), json!({"reason": "again"})).await;
+    assert_eq!(again.status, 409, "{}", again.text);
+    assert!(again.text.contains("discarded"), "{}", again.text);
+    let no_reason = post(act(&ids[2], "retry"), json!({})).await;
+    assert_eq!(no_reason.status, 422, "{}", no_reason.text);
+    assert_eq!(no_reason.body["field"], "reason");
+    let missing = post(act(&ulid::Ulid::generate().to_string(), "retry"), json!({"reason": "x"})).await;
+    assert_eq!(missing.status, 404, "{}", missing.text);
+    assert_eq!(app.count(audit).await, 2);
+
+    // Bulk by filter: a dry run counts the failed ones of the endpoint and changes nothing.
+    let bulk = "/v1/system/webhook-deliveries/bulk/retry".to_owned();
+    let filter = json!({"status": "failed", "endpointId": endpoint_id});
+    let dry = post(bulk.clone(), json!({"reason": "receiver fixed", "dryRun": true, "filter": filter})).await;
+    assert_eq!(dry.status, 200, "{}", dry.text);
+    assert_eq!(
+        (dry.body["queue"].as_str(), dry.body["matched"].as_i64()),
+        (Some("webhook_deliveries"), Some(2))
+    );
+    let mut bulk_ids = vec![ids[2].clone(), ids[3].clone()];
+    bulk_ids.sort();
+    assert_eq!(dry.body["sample"], json!(bulk_ids), "the sample in id order");
+    assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status = 'failed'").await, 2);
+    let unknown = post(bulk.clone(), json!({"reason": "x", "filter": {"template": "x"}})).await;
+    assert_eq!(unknown.body["field"], "filter.template", "{}", unknown.text);
+    let applied = post(bulk, json!({"reason": "receiver fixed", "filter": filter})).await;
+    assert_eq!(applied.status, 200, "{}", applied.text);
+    assert_eq!((applied.body["applied"].as_i64(), applied.body["remaining"].as_i64()), (Some(2), Some(0)));
+
+    // Every retried delivery arrives once, on the first attempt of its new budget; the discarded
+    // one never does.
+    send_until(&sender, &receiver, "the retried deliveries", |r| r.len() >= received_before + 3).await;
+    sender.send_due(10).await.unwrap();
+    let received = receiver.received().await;
+    let mut ids_seen: Vec<String> =
+        received[received_before..].iter().map(|r| r["id"].as_str().unwrap_or("").to_owned()).collect();
+    ids_seen.sort();
+    let mut retried_ids = ids[1..].to_vec();
+    retried_ids.sort();
+    assert_eq!(ids_seen, retried_ids, "each retried delivery once (its webhook-id), the discarded one never");
+    assert!(received[received_before..].iter().all(|r| r["status"] == 200), "{received:#?}");
+    let now = deliveries(&app).await;
+    assert_eq!(now[0], (ids[0].clone(), "discarded".into(), 1));
+    for delivered in &now[1..] {
+        assert_eq!((delivered.1.as_str(), delivered.2), ("delivered", 1), "{now:?}");
+    }
+    // A delivered one took effect: retry and discard answer 409 naming why.
+    let done = post(act(&ids[1], "discard"), json!({"reason": "x"})).await;
+    assert_eq!(done.status, 409, "{}", done.text);
+    assert!(done.text.contains("already took effect"), "{}", done.text);
+    assert_eq!(app.count(audit).await, 4, "one audit row per action: 2 single, 2 bulk");
+    assert_eq!(
+        app.count(
+            "SELECT 1 FROM operator_actions WHERE webhook_delivery_id IS NOT NULL AND batch_id IS NOT NULL"
+        )
+        .await,
+        2
+    );
+}

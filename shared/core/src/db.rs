@@ -282,6 +282,11 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
     },
     Migration {
+        version: 21,
+        name: "lease_queue_operator_actions",
+        sql: include_str!("../../../migrations/V21__lease_queue_operator_actions.sql"),
+    },
+    Migration {
         version: 22,
         name: "contact_policy",
         sql: include_str!("../../../migrations/V22__contact_policy.sql"),

@@ -86,6 +86,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/system/deliveries"),
     ("post", "/v1/system/deliveries/{id}/retry"),
     ("post", "/v1/system/deliveries/{id}/discard"),
+    ("post", "/v1/system/deliveries/bulk/retry"),
+    ("post", "/v1/system/deliveries/bulk/discard"),
+    ("post", "/v1/system/webhook-deliveries/{id}/retry"),
+    ("post", "/v1/system/webhook-deliveries/{id}/discard"),
+    ("post", "/v1/system/webhook-deliveries/bulk/retry"),
+    ("post", "/v1/system/webhook-deliveries/bulk/discard"),
     ("post", "/v1/webhooks/endpoints"),
     ("get", "/v1/webhooks/endpoints"),
     ("get", "/v1/webhooks/endpoints/{id}"),
@@ -146,6 +152,12 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/deliveries", get(deliveries::list))
         .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
         .route("/v1/system/deliveries/{id}/discard", post(deliveries::discard))
+        .route("/v1/system/deliveries/bulk/retry", post(deliveries::bulk_retry))
+        .route("/v1/system/deliveries/bulk/discard", post(deliveries::bulk_discard))
+        .route("/v1/system/webhook-deliveries/{id}/retry", post(webhooks::retry_delivery))
+        .route("/v1/system/webhook-deliveries/{id}/discard", post(webhooks::discard_delivery))
+        .route("/v1/system/webhook-deliveries/bulk/retry", post(webhooks::bulk_retry))
+        .route("/v1/system/webhook-deliveries/bulk/discard", post(webhooks::bulk_discard))
         .route("/v1/webhooks/endpoints", post(webhooks::create).get(webhooks::list))
         .route(
             "/v1/webhooks/endpoints/{id}",

@@ -1,8 +1,10 @@
-//! `clinic deliveries list|retry|discard|send`: notification deliveries without SQL, like
+//! `clinic deliveries list|retry|discard|bulk|send`: notification deliveries without SQL, like
 //! `clinic outbox`. Every command prints one JSON document; `retry` and `discard` need `--actor` and a
 //! non-blank `--reason` (checked before the database is touched) and commit the change with its
-//! `operator_actions` row (see `clinic_core::delivery::admin`). `send` runs the sender once over
-//! every due row with the configured providers (`CLINIC_NOTIFIER`, default `file`).
+//! `operator_actions` row through the lease queue's operator actions, generic over the queue
+//! ([`act`] serves `clinic webhooks retry-delivery|discard-delivery` too); `bulk` is
+//! `clinic outbox bulk --queue deliveries`. `send` runs the sender once over every due row with the
+//! configured providers (`CLINIC_NOTIFIER`, default `file`).
 //!
 //! [`spawn`] is `clinic dev`'s in-process sender: the same code as the Lambdas', polling every
 //! `CLINIC_DELIVERY_POLL_MS` (default 100 ms), writing files under `<data dir>/mail` by default.
@@ -12,7 +14,7 @@ use clinic_core::delivery::{admin, DeliveryConfig, DeliveryStatus, Sender};
 use clinic_core::error::DomainError;
 use clinic_core::ids::{NotificationId, WorkspaceId};
 use clinic_core::lease::ActionKind;
-use clinic_core::operator::{Operator, Reason};
+use clinic_core::operator::{ActionRequest, Notifications, OperatedQueue, Operator};
 use deadpool_postgres::Pool;
 use tokio::sync::watch;
 
@@ -32,6 +34,8 @@ enum DeliveriesCommand {
     Retry(ActionArgs),
     /// Discard a dead, retry, uncertain or no_contact delivery for good.
     Discard(ActionArgs),
+    /// Retry or discard every delivery matching a filter (or count them with --dry-run).
+    Bulk(Box<super::operate::BulkArgs>),
     /// Send every due delivery once through the configured providers.
     Send,
 }
@@ -53,8 +57,8 @@ struct ListArgs {
 }
 
 #[derive(Debug, clap::Args)]
-struct ActionArgs {
-    /// The delivery (notification) id (ULID).
+pub struct ActionArgs {
+    /// The row id (ULID): the notification or webhook delivery.
     id: String,
     /// Who is acting (recorded in operator_actions), e.g. `ops:alice`.
     #[arg(long)]
@@ -70,8 +74,9 @@ struct ActionArgs {
 pub async fn run(args: DeliveriesArgs) -> anyhow::Result<()> {
     match args.command {
         DeliveriesCommand::List(args) => list(args).await,
-        DeliveriesCommand::Retry(args) => act(ActionKind::Retry, args).await,
-        DeliveriesCommand::Discard(args) => act(ActionKind::Discard, args).await,
+        DeliveriesCommand::Retry(args) => act::<Notifications>(ActionKind::Retry, args).await,
+        DeliveriesCommand::Discard(args) => act::<Notifications>(ActionKind::Discard, args).await,
+        DeliveriesCommand::Bulk(args) => super::operate::bulk_of::<Notifications>(*args).await,
         DeliveriesCommand::Send => send().await,
     }
 }
@@ -95,21 +100,24 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
     print(serde_json::json!({ "items": items, "nextBefore": next_before }))
 }
 
-async fn act(action: ActionKind, args: ActionArgs) -> anyhow::Result<()> {
+/// `action` on one row of queue `Q`, committed with its audit row (or refused, changing nothing).
+pub async fn act<Q: OperatedQueue>(action: ActionKind, args: ActionArgs) -> anyhow::Result<()> {
     let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
-    let reason = Reason::parse(&args.reason).map_err(|e| anyhow!("invalid --reason: {}", e.message))?;
-    let id: NotificationId =
-        ulid_arg(Some(&args.id), "the delivery id")?.ok_or_else(|| anyhow!("a delivery id is required"))?;
+    let request = ActionRequest::new(action, &args.reason, None)
+        .map_err(|error| super::outbox::refused_request(error, "listener-only"))?;
+    let noun = Q::ACTIONS.noun;
+    let id: Q::Id = ulid_arg(Some(&args.id), &format!("the {noun} id"))?
+        .ok_or_else(|| anyhow!("a {noun} id is required"))?;
     let workspace: Option<WorkspaceId> = ulid_arg(args.workspace.as_deref(), "--workspace")?;
     let (pool, _cluster) = pool().await?;
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
-    let record = match admin::perform(&tx, workspace, id, action, &reason, &operator).await {
+    let record = match Q::perform(&tx, workspace, id, &request, &operator, None).await {
         Ok(record) => record,
         Err(error) => {
             tx.rollback().await?;
             return Err(match error {
-                DomainError::NotFound => anyhow!("no delivery {id} (in scope)"),
+                DomainError::NotFound => anyhow!("no {noun} {id} (in scope)"),
                 DomainError::Conflict(detail) => {
                     anyhow!("refused: {detail}; nothing was changed or recorded")
                 }

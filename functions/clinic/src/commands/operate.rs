@@ -1,4 +1,5 @@
-//! `clinic explain <eventId>`, `clinic rejections`, `clinic outbox bulk retry|replay|discard` and
+//! `clinic explain <eventId>`, `clinic rejections`, `clinic outbox|deliveries|webhooks bulk
+//! retry|replay|discard` (one generic bulk over the lease queue, `clinic_core::operator::bulk`) and
 //! `clinic listeners list|pause|resume`: the console's use cases from the shell (see
 //! `clinic_core::operator`). Each prints one JSON document; `--actor` and `--reason` are checked
 //! before the database is touched. Without `--workspace`, explain and bulk see every workspace;
@@ -8,7 +9,9 @@ use anyhow::{anyhow, Context};
 use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::lease::ActionKind;
 use clinic_core::listeners::Listener;
-use clinic_core::operator::{self, bulk, pause, ActionRequest, BulkRequest, Operator, OutboxFilter, Reason};
+use clinic_core::operator::{
+    self, bulk, pause, ActionRequest, BulkRequest, OperatedQueue, Operator, Outbox, Reason,
+};
 
 use super::outbox::{pool, print};
 
@@ -39,7 +42,7 @@ pub struct RejectionsArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct BulkArgs {
-    /// retry, replay or discard.
+    /// retry, replay (outbox only) or discard.
     action: String,
     /// Who is acting (recorded in operator_actions), e.g. `ops:alice`.
     #[arg(long)]
@@ -76,6 +79,12 @@ pub struct BulkArgs {
     to: Option<String>,
     #[arg(long)]
     older_than: Option<String>,
+    /// Notifications only: this template.
+    #[arg(long)]
+    template: Option<String>,
+    /// Webhook deliveries only: to this endpoint (ULID).
+    #[arg(long)]
+    endpoint_id: Option<String>,
     /// Events linked to this resource (ULID).
     #[arg(long)]
     resource_id: Option<String>,
@@ -156,34 +165,52 @@ pub async fn explain(args: ExplainArgs) -> anyhow::Result<()> {
     print(serde_json::to_value(explanation)?)
 }
 
+/// `clinic outbox bulk`: the outbox's bulk recovery.
 pub async fn bulk(args: BulkArgs) -> anyhow::Result<()> {
+    bulk_of::<Outbox>(args).await
+}
+
+/// Bulk recovery of queue `Q` (`clinic outbox bulk`, `clinic deliveries bulk`, `clinic webhooks
+/// bulk`): the filter flags of the queue's filter fields; a flag the queue has no field for is
+/// refused by name.
+pub async fn bulk_of<Q: OperatedQueue>(args: BulkArgs) -> anyhow::Result<()> {
     let action = ActionKind::parse(&args.action)
         .ok_or_else(|| anyhow!("the action must be retry, replay or discard"))?;
     let operator = Operator::parse(&args.actor).map_err(|e| anyhow!("invalid --actor: {}", e.message))?;
     let only = (!args.only.is_empty()).then_some(args.only.clone());
     let request = ActionRequest::new(action, &args.reason, only.as_deref())
         .map_err(|error| super::outbox::refused_request(error, "listener-only"))?;
-    let field = |name: &str| -> Option<String> {
-        match name {
-            "status" => args.status.clone(),
-            "eventType" => args.event_type.clone(),
-            "listener" => args.listener.clone(),
-            "errorCode" => args.error_code.clone(),
-            "from" => args.from.clone(),
-            "to" => args.to.clone(),
-            "olderThan" => args.older_than.clone(),
-            "resourceId" => args.resource_id.clone(),
-            _ => None,
-        }
-    };
-    let mut filter =
-        OutboxFilter::parse(field).map_err(|e| anyhow!("invalid filter {}: {}", e.field, e.message))?;
-    filter.workspace = workspace(args.workspace.as_deref())?;
+    let given = [
+        ("status", &args.status),
+        ("eventType", &args.event_type),
+        ("listener", &args.listener),
+        ("errorCode", &args.error_code),
+        ("from", &args.from),
+        ("to", &args.to),
+        ("olderThan", &args.older_than),
+        ("resourceId", &args.resource_id),
+        ("template", &args.template),
+        ("endpointId", &args.endpoint_id),
+    ];
+    if let Some((name, _)) =
+        given.iter().find(|(name, value)| value.is_some() && !Q::FILTER_FIELDS.contains(name))
+    {
+        return Err(anyhow!("{name} is not a filter of the {} queue", Q::ACTIONS.queue.name));
+    }
+    let field =
+        |name: &str| given.iter().find(|(field, _)| *field == name).and_then(|(_, value)| (*value).clone());
+    let filter = Q::parse_filter(field).map_err(|e| anyhow!("invalid filter {}: {}", e.field, e.message))?;
     anyhow::ensure!((1..=bulk::MAX_LIMIT).contains(&args.limit), "--limit must be 1-{}", bulk::MAX_LIMIT);
-    let request = BulkRequest { filter, action: request, dry_run: args.dry_run, limit: args.limit };
+    let request = BulkRequest {
+        filter,
+        workspace: workspace(args.workspace.as_deref())?,
+        action: request,
+        dry_run: args.dry_run,
+        limit: args.limit,
+    };
     let (pool, _cluster) = pool().await?;
     let mut client = pool.get().await?;
-    let answer = bulk::run(&mut client, &request, &operator)
+    let answer = bulk::run::<Q>(&mut client, &request, &operator)
         .await
         .map_err(|e| anyhow!("bulk {action} failed: {e}"))?;
     print(serde_json::to_value(answer)?)

@@ -8,7 +8,8 @@
 use anyhow::{anyhow, Context};
 use clinic_core::error::DomainError;
 use clinic_core::ids::{EventId, WebhookEndpointId, WorkspaceId};
-use clinic_core::operator::Operator;
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::{Operator, WebhookDeliveries};
 use clinic_core::webhooks::endpoints::{self, EndpointChange, NewEndpoint};
 use clinic_core::webhooks::{guard, store, WebhookConfig, WebhookSender};
 use serde_json::{json, Value};
@@ -43,6 +44,12 @@ enum WebhooksCommand {
     Recover(RecoverArgs),
     /// Deliveries, newest first (ids, statuses, codes).
     Deliveries(DeliveriesArgs),
+    /// Make a failed or retrying delivery pending now with a fresh attempt budget (same webhook-id).
+    RetryDelivery(super::deliveries::ActionArgs),
+    /// Discard a failed or retrying delivery for good.
+    DiscardDelivery(super::deliveries::ActionArgs),
+    /// Retry or discard every delivery matching a filter (or count them with --dry-run).
+    Bulk(Box<super::operate::BulkArgs>),
     /// Send every due delivery once.
     Send,
 }
@@ -161,6 +168,17 @@ fn types_body(types: &[String]) -> Value {
 
 pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
     use WebhooksCommand as C;
+    let command = match args.command {
+        C::RetryDelivery(args) => {
+            return super::deliveries::act::<WebhookDeliveries>(ActionKind::Retry, args).await
+        }
+        C::DiscardDelivery(args) => {
+            return super::deliveries::act::<WebhookDeliveries>(ActionKind::Discard, args).await
+        }
+        C::Bulk(args) => return super::operate::bulk_of::<WebhookDeliveries>(*args).await,
+        command => command,
+    };
+    let args = WebhooksArgs { command };
     if let C::Send = args.command {
         let (pool, _cluster) = pool().await?;
         let source =
@@ -260,7 +278,7 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
                 .map_err(explain)?;
             json!({ "items": items })
         }
-        C::Send => unreachable!("handled above"),
+        C::Send | C::RetryDelivery(_) | C::DiscardDelivery(_) | C::Bulk(_) => unreachable!("handled above"),
     };
     tx.commit().await?;
     print(answer)

@@ -49,6 +49,22 @@ async fn a_buried_delivery_is_listed_retried_with_an_audit_row_and_sent() {
     assert!(!listed.stdout.contains("cli@example.test") && !listed.stdout.contains("Plant"));
     let delivery = items[0]["id"].as_str().unwrap().to_owned();
 
+    // Recover by filter (issue 38 item 1): a dry run counts it and changes nothing; a flag of
+    // another queue's filter is refused by name.
+    let args =
+        ["deliveries", "bulk", "retry", "--status", "dead", "--actor", "ops:test", "--reason", "count"];
+    let dry = clinic(&app, &[], &[&args[..], &["--dry-run"]].concat()).await.json();
+    assert_eq!(
+        (dry["queue"].as_str(), dry["matched"].as_i64(), dry["sample"][0].as_str()),
+        (Some("notifications"), Some(1), Some(delivery.as_str())),
+        "{dry}"
+    );
+    let foreign = ["--endpoint-id", "01J00000000000000000000000"];
+    let refused = clinic(&app, &[], &[&args[..], &foreign].concat()).await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("endpointId"), "{}", refused.stderr);
+    assert_eq!(app.count("SELECT 1 FROM operator_actions").await, 0, "a dry run records nothing");
+
     let blank =
         clinic(&app, &[], &["deliveries", "retry", &delivery, "--actor", "ops:test", "--reason", " "]).await;
     assert_ne!(blank.code, 0);

@@ -68,6 +68,46 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
     let deliveries = clinic(&app, &["webhooks", "deliveries", "--workspace", ws]).await.json();
     assert_eq!(deliveries["items"], serde_json::json!([]));
 
+    // Operator actions on one delivery and by filter (issue 38 items 1 and 2), on a failed delivery
+    // planted for the endpoint: a dry run counts it, retry-delivery gives it a fresh budget with an
+    // audit row, and a pointless discard is refused, recording nothing.
+    let planted: clinic_core::ids::WebhookDeliveryId = app
+        .db
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status, attempts) \
+             SELECT gen_random_uuid(), id, workspace_id, gen_random_uuid(), 'appointment.created', 'failed', 8 \
+             FROM webhook_endpoints RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let delivery = planted.to_string();
+    let bulk = ["webhooks", "bulk", "retry", "--status", "failed", "--actor", "ops:t", "--reason", "count"];
+    let dry = clinic(&app, &[&bulk[..], &["--dry-run", "--workspace", ws]].concat()).await.json();
+    assert_eq!(
+        (dry["queue"].as_str(), dry["matched"].as_i64()),
+        (Some("webhook_deliveries"), Some(1)),
+        "{dry}"
+    );
+    let act = |action: &'static str| {
+        [action, delivery.as_str(), "--workspace", ws, "--actor", "ops:t", "--reason", "receiver fixed"]
+    };
+    let retried = clinic(&app, &[&["webhooks"][..], &act("retry-delivery")].concat()).await.json();
+    assert_eq!(
+        (retried["webhookDeliveryId"].as_str(), retried["statusAfter"].as_str()),
+        (Some(delivery.as_str()), Some("pending")),
+        "{retried}"
+    );
+    let refused = clinic(&app, &[&["webhooks"][..], &act("discard-delivery")].concat()).await;
+    assert_ne!(refused.code, 0, "a pending delivery cannot be discarded");
+    assert!(refused.stderr.contains("refused"), "{}", refused.stderr);
+    assert_eq!(app.count("SELECT 1 FROM operator_actions WHERE webhook_delivery_id IS NOT NULL").await, 1);
+
     // Another workspace's id looks missing; nothing changes.
     let other = ulid::Ulid::generate().to_string();
     let missing =

@@ -45,13 +45,14 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
             error_code: Some("bench_dead".into()),
             ..OutboxFilter::default()
         },
+        workspace: Some(workspace),
         action: ActionRequest::new(ActionKind::Retry, "bench", None)?,
         dry_run: false,
         limit: rows,
     };
     let operator = Operator::parse("bench")?;
     let started = Instant::now();
-    let answer = bulk::run(&mut client, &request, &operator).await?;
+    let answer = bulk::run::<clinic_core::operator::Outbox>(&mut client, &request, &operator).await?;
     let figure = started.elapsed().as_secs_f64();
     anyhow::ensure!(answer.applied as i64 == rows, "bulk retry applied {} of {rows}", answer.applied);
 

@@ -18,7 +18,7 @@
 //!    `CLINIC_REJECTION_RETENTION_HOURS`, default 30 days): forensic records of refused deliveries
 //!    (a flood of forged messages grows this table, and the sweep bounds it). `outbox_history` needs
 //!    no step: its rows go with their outbox row (ON DELETE CASCADE);
-//! 7. `webhook_deliveries` that were `delivered` longer ago than the retention, with their
+//! 7. `webhook_deliveries` that were `delivered` or `discarded` longer ago than the retention, with their
 //!    `webhook_attempts` (by cascade): failed and live deliveries stay (recover-since needs them).
 //! 8. rotated-out webhook signing secrets whose overlap ended (`webhook_endpoints.previous_secret`
 //!    set to NULL): a secret rotated because it leaked leaves the row at the end of its overlap.

@@ -22,7 +22,7 @@
 //! | `held`      | unavailable, not rejected: the attempt is given back ([`Queue::give_back`]) | `retry` (`last_error_code` says why: an outage, a paused listener, a build that does not know the type) | `deferred` (the contact policy's delay to the end of quiet hours, DESIGN §5e; a provider failure spends its attempt) | `pending`/`retry` of a disabled endpoint (never claimed while it is off) |
 //! | `uncertain` | the lease expired after a provider call may have been made | — (expiry re-claims; receipts absorb a duplicate start) | `uncertain` | — (expiry re-claims; receivers dedupe on `webhook-id`) |
 //! | `dead`      | the attempt ceiling was reached or the failure is permanent; waits for an operator | `dead` | `dead`, `no_contact` (no usable address) | `failed` |
-//! | `discarded` | an operator gave it up (final) | `discarded` | `discarded` | — |
+//! | `discarded` | an operator gave it up (final) | `discarded` | `discarded` | `discarded` (V21) |
 //! | `stale`     | final: the effect no longer applies | — | `stale`, `suppressed` (the contact policy said never), `opted_out` (before V22) | — |
 //!
 //! Rules (each one a piece of SQL built from a [`Queue`] descriptor in [`sql`], or a Rust function):
@@ -188,7 +188,7 @@ pub const WEBHOOK_DELIVERIES: Queue = Queue {
         retry: "retry",
         dead: "failed",
         uncertain: None,
-        discarded: None,
+        discarded: Some("discarded"),
         others: &[],
     },
     attempts: "attempts",

@@ -83,13 +83,13 @@ pub const NOTIFICATION_ACTIONS: Actions = Actions {
     discard: &[State::Dead, State::Retry, State::Held, State::Uncertain],
 };
 
-/// Webhook deliveries: recover (retry) a failed one.
+/// Webhook deliveries: retry (or recover) or discard a failed or retrying one.
 pub const WEBHOOK_ACTIONS: Actions = Actions {
     queue: WEBHOOK_DELIVERIES,
     noun: "webhook delivery",
-    retry: &[State::Dead],
+    retry: &[State::Dead, State::Retry],
     replay: &[],
-    discard: &[],
+    discard: &[State::Dead, State::Retry],
 };
 
 /// What an accepted action does: the stored statuses before and after, and the change's SET clause.
@@ -190,7 +190,8 @@ mod tests {
             accepted(&NOTIFICATION_ACTIONS, ActionKind::Discard),
             ["dead", "deferred", "no_contact", "retry", "uncertain"]
         );
-        assert_eq!(accepted(&WEBHOOK_ACTIONS, ActionKind::Retry), ["failed"]);
+        assert_eq!(accepted(&WEBHOOK_ACTIONS, ActionKind::Retry), ["failed", "retry"]);
+        assert_eq!(accepted(&WEBHOOK_ACTIONS, ActionKind::Discard), ["failed", "retry"]);
     }
 
     #[test]

@@ -23,7 +23,6 @@ use crate::ids::{EventId, OperatorActionId, WorkspaceId};
 use crate::lease::operator::OUTBOX_ACTIONS;
 use crate::lease::ActionKind;
 use crate::listeners::{is_routed, listeners, Listener};
-use crate::outbox::OutboxStatus;
 
 /// The most listeners one replay may name (more than any event type routes to).
 const MAX_LISTENERS: usize = 32;
@@ -152,12 +151,6 @@ const INSERT_ACTION: &str = "INSERT INTO operator_actions \
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
      RETURNING created_at";
 
-/// The statuses `action` accepts (what a bulk action selects by default): the lease queue's
-/// [`OUTBOX_ACTIONS`].
-pub(super) fn accepted(action: ActionKind) -> Vec<OutboxStatus> {
-    OUTBOX_ACTIONS.accepted_statuses(action).into_iter().filter_map(OutboxStatus::parse).collect()
-}
-
 /// Performs `request` on the outbox row of `event_id` and records it, on the caller's transaction
 /// (which the caller commits). `workspace` scopes the lookup (`None`: any workspace, CLI only).
 ///
@@ -261,7 +254,8 @@ const RECORDED: &str =
     "SELECT a.id, a.workspace_id, a.event_id, e.type, a.action, a.actor, a.status_before, \
      a.status_after, a.listeners, a.batch_id, a.created_at \
      FROM operator_actions a JOIN events e ON e.id = a.event_id \
-     WHERE a.id = $1 AND a.workspace_id = $2 AND a.notification_id IS NULL";
+     WHERE a.id = $1 AND a.workspace_id = $2 AND a.notification_id IS NULL \
+     AND a.webhook_delivery_id IS NULL";
 
 /// The audit record of an earlier outbox action `id` of `workspace`, as [`perform`] answered it (what
 /// a request repeated with its `Idempotency-Key` answers); `None` when there is none.
@@ -381,14 +375,6 @@ mod tests {
         let error =
             ActionRequest::from_body(ActionKind::Retry, json!({"reason": "x", "force": true})).unwrap_err();
         assert_eq!(field_of(error), "force");
-    }
-
-    #[test]
-    fn each_action_accepts_its_statuses_only() {
-        use OutboxStatus::*;
-        assert_eq!(accepted(ActionKind::Retry), vec![Retry, Dead]);
-        assert_eq!(accepted(ActionKind::Replay), vec![Dispatched]);
-        assert_eq!(accepted(ActionKind::Discard), vec![Dead]);
     }
 
     #[test]

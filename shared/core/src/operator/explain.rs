@@ -137,7 +137,8 @@ async fn links(client: &impl GenericClient, e: &Envelope) -> DomainResult<Sectio
 const OUTBOX: &str = "SELECT status, attempts, available_at, last_error_code, only_listeners, \
      dispatched_at, created_at, updated_at, claimed_by FROM event_outbox WHERE event_id = $1";
 const STATUS_CHANGES: &str = "SELECT created_at, status_before, status_after, action FROM operator_actions \
-     WHERE event_id = $1 AND notification_id IS NULL ORDER BY created_at, id LIMIT $2";
+     WHERE event_id = $1 AND notification_id IS NULL AND webhook_delivery_id IS NULL \
+     ORDER BY created_at, id LIMIT $2";
 
 /// `event_outbox` (+ `operator_actions`): the row now and its derived history.
 async fn outbox(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
@@ -332,11 +333,11 @@ fn chain_row(row: &tokio_postgres::Row) -> Value {
 }
 
 const ACTIONS: &str = "SELECT id, action, actor, status_before, status_after, listeners, batch_id, \
-     notification_id, created_at FROM operator_actions WHERE event_id = $1 AND workspace_id = $2 \
-     ORDER BY created_at, id LIMIT $3";
+     notification_id, created_at, webhook_delivery_id FROM operator_actions \
+     WHERE event_id = $1 AND workspace_id = $2 ORDER BY created_at, id LIMIT $3";
 
-/// `operator_actions`: every operator action on the event's outbox row or its deliveries (the reason
-/// is not shown here: it is free text).
+/// `operator_actions`: every operator action on the event's outbox row, its deliveries or its webhook
+/// deliveries (the reason is not shown here: it is free text).
 async fn actions(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
     let rows = sql::query(client, ACTIONS, &[&e.id, &e.workspace_id, &MAX_ROWS]).await?;
     let rows = rows
@@ -352,6 +353,7 @@ async fn actions(client: &impl GenericClient, e: &Envelope) -> DomainResult<Sect
                 "batchId": row.get::<_, Option<uuid::Uuid>>(6).map(ulid_of),
                 "notificationId": row.get::<_, Option<uuid::Uuid>>(7).map(ulid_of),
                 "createdAt": row.get::<_, chrono::DateTime<chrono::Utc>>(8),
+                "webhookDeliveryId": row.get::<_, Option<uuid::Uuid>>(9).map(ulid_of),
             })
         })
         .collect();

@@ -47,28 +47,52 @@ const MAX_CODE_CHARS: usize = 100;
 /// The largest age a filter uses; anything older selects the same rows (none).
 const MAX_AGE: Duration = Duration::from_secs(100 * 366 * 24 * 3600);
 
-/// The filter as SQL conditions over `event_outbox o JOIN events e`, built from named parts: only the
-/// fields given become conditions, so each filter shape is its own statement (and plan) — no
-/// `$n IS NULL OR …` — served by `event_outbox_workspace_idx (workspace_id, event_id)` or, with a
-/// status, `event_outbox_status_workspace_idx (status, workspace_id, event_id)`. The listing and the
-/// bulk actions both build their statements from it, so a filter means the same rows in both.
+/// A filter as SQL conditions, built from named parts: only the fields given become conditions, so
+/// each filter shape is its own statement (and plan) — no `$n IS NULL OR …`. Over the outbox
+/// (`event_outbox o JOIN events e`) it is served by `event_outbox_workspace_idx (workspace_id,
+/// event_id)` or, with a status, `event_outbox_status_workspace_idx (status, workspace_id,
+/// event_id)`. The listings and the bulk actions of every queue build their statements from it, so
+/// a filter means the same rows in both. The conditions own their values.
 #[derive(Default)]
-pub struct Conditions<'a> {
+pub struct Conditions {
     parts: Vec<String>,
-    pub params: Vec<&'a (dyn ToSql + Sync)>,
+    values: Vec<Box<dyn ToSql + Sync + Send>>,
 }
 
-impl<'a> Conditions<'a> {
+impl Conditions {
     /// Adds `part` (which ends in `$`) with the next parameter number, bound to `value`.
-    pub fn and(&mut self, part: &str, value: &'a (dyn ToSql + Sync)) {
-        self.params.push(value);
-        self.parts.push(format!("{part}{}", self.params.len()));
+    pub fn and(&mut self, part: &str, value: impl ToSql + Sync + Send + 'static) {
+        self.values.push(Box::new(value));
+        self.parts.push(format!("{part}{}", self.values.len()));
+    }
+
+    /// Adds `part` (which ends in `($`) with the next parameter number and a closing parenthesis.
+    fn and_closed(&mut self, part: &str, value: impl ToSql + Sync + Send + 'static) {
+        self.and(part, value);
+        if let Some(last) = self.parts.last_mut() {
+            last.push(')');
+        }
+    }
+
+    /// `column IN ('a', 'b')` of status names, written into the statement as literals, so even a
+    /// generic plan knows how few `dead` rows there are among the done ones. The names are the
+    /// code's own (the lease glossary's), never a caller's text.
+    pub fn status_in(&mut self, column: &str, statuses: &[String]) {
+        debug_assert!(statuses.iter().all(|s| s.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+        let names: Vec<String> = statuses.iter().map(|status| format!("'{status}'")).collect();
+        let list = if names.is_empty() { "NULL".to_owned() } else { names.join(", ") };
+        self.parts.push(format!("{column} IN ({list})"));
     }
 
     /// The next parameter placeholder (`$n`), bound to `value`, for a clause after the conditions.
-    pub fn bind(&mut self, value: &'a (dyn ToSql + Sync)) -> String {
-        self.params.push(value);
-        format!("${}", self.params.len())
+    pub fn bind(&mut self, value: impl ToSql + Sync + Send + 'static) -> String {
+        self.values.push(Box::new(value));
+        format!("${}", self.values.len())
+    }
+
+    /// The bound values, in parameter order.
+    pub fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values.iter().map(|value| value.as_ref() as &(dyn ToSql + Sync)).collect()
     }
 
     /// `WHERE …` (empty when no condition was given).
@@ -95,48 +119,92 @@ pub struct Params {
 
 impl Params {
     /// The conditions of these values (see [`Conditions`]).
-    pub fn conditions(&self) -> Conditions<'_> {
+    pub fn conditions(&self) -> Conditions {
         let mut query = Conditions::default();
-        if let Some(workspace) = &self.workspace {
+        if let Some(workspace) = self.workspace {
             query.and("o.workspace_id = $", workspace);
         }
         if let Some(statuses) = &self.statuses {
-            // Statuses are the code's own names (`OutboxStatus::as_str`) and go into the statement as
-            // literals, so even a generic plan knows how few `dead` rows there are among `dispatched`.
-            debug_assert!(statuses.iter().all(|s| s.bytes().all(|b| b.is_ascii_lowercase())));
-            let names: Vec<String> = statuses.iter().map(|status| format!("'{status}'")).collect();
-            let list = if names.is_empty() { "NULL".to_owned() } else { names.join(", ") };
-            query.parts.push(format!("o.status IN ({list})"));
+            query.status_in("o.status", statuses);
         }
         if let Some(event_types) = &self.event_types {
-            query.and("e.type = ANY ($", event_types);
-            if let Some(last) = query.parts.last_mut() {
-                last.push(')');
-            }
+            query.and_closed("e.type = ANY ($", event_types.clone());
         }
-        if let Some(older_than) = &self.older_than {
+        if let Some(older_than) = self.older_than {
             query.and("o.created_at <= now() - interval '1 second' * $", older_than);
         }
         if let Some(code) = &self.error_code {
-            query.and("o.last_error_code = $", code);
+            query.and("o.last_error_code = $", code.clone());
         }
-        if let Some(from) = &self.from {
+        if let Some(from) = self.from {
             query.and("o.created_at >= $", from);
         }
-        if let Some(to) = &self.to {
+        if let Some(to) = self.to {
             query.and("o.created_at < $", to);
         }
-        if let Some(resource_id) = &self.resource_id {
-            query.and(
+        if let Some(resource_id) = self.resource_id {
+            query.and_closed(
                 "EXISTS (SELECT 1 FROM event_resources r WHERE r.event_id = o.event_id AND r.resource_id = $",
                 resource_id,
             );
-            if let Some(last) = query.parts.last_mut() {
-                last.push(')');
-            }
         }
         query
     }
+}
+
+/// `olderThan`: an age such as 90, 90s, 15m, 2h or 7d.
+pub(super) fn parse_older_than(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<Duration>, FieldError> {
+    get("olderThan")
+        .map(|raw| {
+            super::parse_age(&raw)
+                .ok_or_else(|| FieldError::new("olderThan", "must be an age such as 90, 90s, 15m, 2h or 7d"))
+        })
+        .transpose()
+}
+
+/// The bound value of an age (seconds; anything past [`MAX_AGE`] selects the same rows).
+pub(super) fn age_seconds(age: Duration) -> f64 {
+    age.min(MAX_AGE).as_secs_f64()
+}
+
+/// `errorCode`: letters, digits and `_-.:`, at most [`MAX_CODE_CHARS`].
+pub(super) fn parse_error_code(get: &impl Fn(&str) -> Option<String>) -> Result<Option<String>, FieldError> {
+    get("errorCode")
+        .map(|raw| {
+            let code = raw.trim().to_owned();
+            let fits = !code.is_empty()
+                && code.len() <= MAX_CODE_CHARS
+                && code.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
+            fits.then_some(code)
+                .ok_or_else(|| FieldError::new("errorCode", "must be an error code (letters, digits, _-.:)"))
+        })
+        .transpose()
+}
+
+/// `from` and `to`: RFC 3339 times, `to` after `from`.
+#[allow(clippy::type_complexity)]
+pub(super) fn parse_period(
+    get: &impl Fn(&str) -> Option<String>,
+) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), FieldError> {
+    let time = |field: &str| {
+        get(field)
+            .map(|raw| {
+                DateTime::parse_from_rfc3339(raw.trim())
+                    .map(|t| t.with_timezone(&Utc))
+                    .map_err(|_| FieldError::new(field, "must be an RFC 3339 time"))
+            })
+            .transpose()
+    };
+    let from = time("from")?;
+    let to = time("to")?;
+    if let (Some(from), Some(to)) = (from, to) {
+        if to <= from {
+            return Err(FieldError::new("to", "must be after from"));
+        }
+    }
+    Ok((from, to))
 }
 
 impl OutboxFilter {
@@ -166,7 +234,7 @@ impl OutboxFilter {
             workspace: self.workspace,
             statuses,
             event_types,
-            older_than: self.older_than.map(|age| age.min(MAX_AGE).as_secs_f64()),
+            older_than: self.older_than.map(age_seconds),
             error_code: self.error_code.clone(),
             from: self.from,
             to: self.to,
@@ -185,41 +253,12 @@ impl OutboxFilter {
         let event_type = get("eventType")
             .map(|raw| EventType::parse(&raw).ok_or_else(|| bad("eventType", "must be an event type")))
             .transpose()?;
-        let older_than = get("olderThan")
-            .map(|raw| {
-                super::parse_age(&raw)
-                    .ok_or_else(|| bad("olderThan", "must be an age such as 90, 90s, 15m, 2h or 7d"))
-            })
-            .transpose()?;
+        let older_than = parse_older_than(&get)?;
         let listener = get("listener")
             .map(|raw| Listener::parse(raw.trim()).ok_or_else(|| bad("listener", "must be a listener name")))
             .transpose()?;
-        let error_code = get("errorCode")
-            .map(|raw| {
-                let code = raw.trim().to_owned();
-                let fits = !code.is_empty()
-                    && code.len() <= MAX_CODE_CHARS
-                    && code.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b));
-                fits.then_some(code)
-                    .ok_or_else(|| bad("errorCode", "must be an error code (letters, digits, _-.:)"))
-            })
-            .transpose()?;
-        let time = |field: &str| {
-            get(field)
-                .map(|raw| {
-                    DateTime::parse_from_rfc3339(raw.trim())
-                        .map(|t| t.with_timezone(&Utc))
-                        .map_err(|_| bad(field, "must be an RFC 3339 time"))
-                })
-                .transpose()
-        };
-        let from = time("from")?;
-        let to = time("to")?;
-        if let (Some(from), Some(to)) = (from, to) {
-            if to <= from {
-                return Err(bad("to", "must be after from"));
-            }
-        }
+        let error_code = parse_error_code(&get)?;
+        let (from, to) = parse_period(&get)?;
         let resource_id = get("resourceId")
             .map(|raw| raw.trim().parse::<ulid::Ulid>().map_err(|_| bad("resourceId", "must be a ULID")))
             .transpose()?;

@@ -5,8 +5,8 @@
 //!
 //! | action    | accepted status     | becomes   | what else changes |
 //! |-----------|---------------------|-----------|-------------------|
-//! | `retry`   | `dead`, `retry`     | `pending` | due now (`available_at = now()`); same event id; `attempts`, `last_error*` and `only_listeners` kept |
-//! | `replay`  | `dispatched`        | `pending` | due now; `only_listeners` = the named listeners, or NULL for all of them; their `listener_starts` rows are removed so the dispatcher starts them again; same event id; `attempts` kept |
+//! | `retry`   | `dead`, `retry`     | `pending` | due now (`available_at = now()`); same event id; a fresh attempt budget (`attempts` = 0); `last_error*` and `only_listeners` kept |
+//! | `replay`  | `dispatched`        | `pending` | due now; `only_listeners` = the named listeners, or NULL for all of them; their `listener_starts` rows are removed so the dispatcher starts them again; same event id; a fresh attempt budget |
 //! | `discard` | `dead`              | `discarded` | nothing else; final |
 //!
 //! Invariants:
@@ -27,6 +27,9 @@
 //! - Listings answer ids, type names, statuses, counters, times and error codes — never reasons,
 //!   names or other health data. The operator's reason is stored in `operator_actions` only and is
 //!   never logged; logs carry event ids, actions and statuses.
+//! - Every queue (the outbox, notifications, webhook deliveries) is acted on through one trait,
+//!   [`queue::OperatedQueue`]: single-row actions, bulk recovery by filter with a dry run, the CLI
+//!   and the HTTP routes.
 //! - Bulk actions ([`bulk`]) run every target through the single-row action (one code path), and
 //!   pauses ([`pause`]) are rows with their own audit table; [`explain`] answers an event's whole
 //!   path as a list of sections, one per table.
@@ -37,6 +40,8 @@ pub mod explain;
 mod filter;
 pub mod pause;
 mod query;
+pub mod queue;
+mod row_filter;
 pub mod trail;
 
 use std::time::Duration;
@@ -52,6 +57,8 @@ pub use query::{
     explain_list, explain_stats, list, overview, show, stats, ActionHistory, ListenerStart, OutboxDetail,
     OutboxItem, Overview, Stats, DISPATCHED_COUNT_LIMIT,
 };
+pub use queue::{Notifications, OperatedQueue, Outbox, QueueRow, RowActionRecord, WebhookDeliveries};
+pub use row_filter::RowFilter;
 
 /// The longest reason kept, in characters.
 pub const MAX_REASON_CHARS: usize = 1000;

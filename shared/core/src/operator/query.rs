@@ -126,15 +126,15 @@ async fn run_list(
 ) -> Result<Vec<Row>, tokio_postgres::Error> {
     let params = filter.params(None);
     let mut query = params.conditions();
-    if let Some(before) = &filter.before {
+    if let Some(before) = filter.before {
         query.and("o.event_id < $", before);
     }
-    let limit_param = query.bind(&limit);
+    let limit_param = query.bind(limit);
     let statement = format!(
         "{prefix}SELECT {ITEM_COLUMNS} {LIST_FROM} {} ORDER BY o.event_id DESC LIMIT {limit_param}",
         query.where_clause()
     );
-    sql::query(client, &statement, &query.params).await
+    sql::query(client, &statement, &query.params()).await
 }
 
 /// A listener recorded as started for an event (kept only for partly failed attempts).

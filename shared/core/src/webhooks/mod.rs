@@ -23,9 +23,10 @@
 //! |-------------|-------------|--------------|
 //! | `pending`   | [`fanout::fan_out`] (also for a disabled endpoint: held, no attempt spent); [`store::recover`] (an admin's recover-since) | a sender's claim → `sending` (only while the endpoint is enabled) |
 //! | `sending`   | claim (lease = `available_at`); also a `sending` row whose lease ended (its sender died: sent again, same `webhook-id`) | the claim holder's mark → `delivered`, `retry`, `failed`; an expired lease on the last attempt → `failed` (`attempts_exhausted`) |
-//! | `retry`     | mark: a retryable failure with attempts left; `available_at` = the schedule's next step | claim once due (only while the endpoint is enabled) |
+//! | `retry`     | mark: a retryable failure with attempts left; `available_at` = the schedule's next step | claim once due (only while the endpoint is enabled); an operator retry → `pending` now, or discard → `discarded` |
 //! | `delivered` | mark: a 2xx answer | final; swept by retention |
-//! | `failed`    | mark: 4xx other than 408/429, the last attempt failed, or the endpoint/event is gone | [`store::recover`] → `pending` |
+//! | `failed`    | mark: 4xx other than 408/429, the last attempt failed, or the endpoint/event is gone | [`store::recover`] or an operator retry ([`crate::operator::queue`], single or bulk) → `pending`; an operator discard → `discarded` |
+//! | `discarded` | an operator discard of a `failed` or `retry` delivery (audited in `operator_actions.webhook_delivery_id`) | final; swept by retention like `delivered` |
 //!
 //! Invariants:
 //! - Rows, attempts, audit rows, logs and metrics hold ids, codes, counters and at most a scanned

@@ -12,7 +12,7 @@ use crate::error::DomainResult;
 use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, WorkspaceId};
 use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::ActionKind;
-use crate::lease::WEBHOOK_DELIVERIES;
+use crate::lease::{State, WEBHOOK_DELIVERIES};
 
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,10 +202,15 @@ pub async fn auto_disable(
 }
 
 /// An operator retry (the lease queue's, [`WEBHOOK_ACTIONS`]: a fresh attempt budget) of every
-/// delivery of the endpoint created since `$3` in a status a retry accepts (`failed`).
+/// delivery of the endpoint created since `$3` that a retry accepts and that is dead (`failed`);
+/// `retry` rows keep their schedule.
 static RECOVER: LazyLock<String> = LazyLock::new(|| {
-    let accepted: Vec<String> =
-        WEBHOOK_ACTIONS.accepted_statuses(ActionKind::Retry).iter().map(|name| format!("'{name}'")).collect();
+    let accepted: Vec<String> = WEBHOOK_ACTIONS
+        .accepted_statuses(ActionKind::Retry)
+        .into_iter()
+        .filter(|name| WEBHOOK_DELIVERIES.state_of(name) == Some(State::Dead))
+        .map(|name| format!("'{name}'"))
+        .collect();
     format!(
         "UPDATE webhook_deliveries d SET {retry} \
          FROM webhook_endpoints w \
@@ -279,10 +284,10 @@ pub async fn list(
         .collect())
 }
 
-/// Retention: delivered rows (and their attempts, by cascade) whose last change is older than `$1`
-/// hours, in one bounded batch of `$2`. Answers how many went.
+/// Retention: delivered and discarded rows (and their attempts, by cascade) whose last change is
+/// older than `$1` hours, in one bounded batch of `$2`. Answers how many went.
 const SWEEP: &str = "DELETE FROM webhook_deliveries WHERE id IN ( \
-       SELECT id FROM webhook_deliveries WHERE status = 'delivered' \
+       SELECT id FROM webhook_deliveries WHERE status IN ('delivered', 'discarded') \
          AND updated_at < now() - $1::float8 * interval '1 hour' ORDER BY updated_at LIMIT $2)";
 
 pub async fn sweep_delivered(

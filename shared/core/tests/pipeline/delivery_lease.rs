@@ -10,15 +10,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use clinic_core::delivery::{
-    admin, Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers,
-    Sender,
+    Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers, Sender,
 };
 use clinic_core::error::DomainError;
 use clinic_core::events::Envelope;
 use clinic_core::ids::{MemberId, NotificationId};
 use clinic_core::lease::ActionKind;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
-use clinic_core::operator::{Operator, Reason};
+use clinic_core::operator::{ActionRequest, Notifications, OperatedQueue, Operator};
 use clinic_core::outbox::{Backoff, Jitter};
 
 use super::support::Fixture;
@@ -119,9 +118,9 @@ async fn step_until(fx: &Fixture, sender: &Sender, id: NotificationId, statuses:
 async fn retry(fx: &Fixture, id: NotificationId) -> Result<String, DomainError> {
     let mut client = fx.db.client().await;
     let tx = client.transaction().await.unwrap();
-    let reason = Reason::parse("contact data fixed").unwrap();
+    let request = ActionRequest::new(ActionKind::Retry, "contact data fixed", None).unwrap();
     let operator = Operator::member(MemberId::from_ulid(fx.member.ulid()));
-    let record = admin::perform(&tx, Some(fx.workspace), id, ActionKind::Retry, &reason, &operator).await?;
+    let record = Notifications::perform(&tx, Some(fx.workspace), id, &request, &operator, None).await?;
     tx.commit().await.unwrap();
     Ok(record.status_after)
 }

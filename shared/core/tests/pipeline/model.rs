@@ -446,14 +446,16 @@ impl Walk {
                 event_type: Some(EventType::AppointmentCreated),
                 ..OutboxFilter::default()
             },
+            workspace: Some(self.fx.workspace),
             action: ActionRequest::new(ActionKind::Retry, "model walk", None).expect("a request"),
             dry_run: false,
             limit: 5_000,
         };
         let operator = Operator::member(self.fx.member);
         let mut client = self.fx.db.client().await;
-        let answer =
-            operator::bulk::run(&mut client, &request, &operator).await.map_err(|e| e.to_string())?;
+        let answer = operator::bulk::run::<operator::Outbox>(&mut client, &request, &operator)
+            .await
+            .map_err(|e| e.to_string())?;
         let fitting: Vec<EventId> = self
             .rows
             .iter()

@@ -21,14 +21,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use clinic_core::delivery::{
-    admin, Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers,
-    Sender, UncertainPolicy,
+    Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers, Sender,
+    UncertainPolicy,
 };
 use clinic_core::error::DomainError;
 use clinic_core::ids::NotificationId;
 use clinic_core::lease::ActionKind;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
-use clinic_core::operator::{Operator, Reason};
+use clinic_core::operator::{ActionRequest, Notifications, OperatedQueue, Operator};
 use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 
@@ -299,9 +299,12 @@ impl Walk {
         let fits = matches!(status, "dead" | "retry" | "uncertain" | "no_contact");
         let mut client = self.fx.db.client().await;
         let tx = client.transaction().await.map_err(|e| e.to_string())?;
-        let reason = Reason::parse("model walk").expect("a reason");
+        let request = ActionRequest::new(kind, "model walk", None).expect("a request");
         let operator = Operator::member(self.fx.member);
-        match (admin::perform(&tx, Some(self.fx.workspace), id, kind, &reason, &operator).await, fits) {
+        match (
+            Notifications::perform(&tx, Some(self.fx.workspace), id, &request, &operator, None).await,
+            fits,
+        ) {
             (Ok(_), true) => tx.commit().await.map_err(|e| e.to_string())?,
             (Err(DomainError::Conflict(_)), false) => return Ok(()),
             (other, _) => return Err(format!("{kind} of a {status} delivery answered {other:?}")),

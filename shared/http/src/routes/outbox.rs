@@ -3,9 +3,9 @@
 //! - `GET /v1/system/outbox?status=&eventType=&olderThan=&listener=&errorCode=&from=&to=&resourceId=&limit=&cursor=` lists the caller's
 //!   workspace's outbox rows, newest first, with a signed keyset cursor bound to the filters.
 //! - `POST /v1/system/outbox/{id}/retry|replay|discard` with `{ "reason": "…", "listeners": [...] }`
-//!   (listeners: replay only) performs the action and answers its audit record. The body is checked
-//!   (400/422) before the row's status is considered; a status the action does not fit answers 409
-//!   and records nothing. Each action is its own transaction: lock, change, audit, commit.
+//!   (listeners: replay only) performs the action and answers its audit record, through the one
+//!   generic path of every queue ([`acted::act`]: body checked first, 409 naming why, one
+//!   transaction with its audit row).
 //!
 //! - `GET /v1/system/outbox/unsettled?all=&limit=` lists the workspace's (event, listener) pairs
 //!   still missing their receipt that the custody reconciler handed to operators (`all=true`: also
@@ -20,21 +20,20 @@
 use std::collections::HashMap;
 
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 
-use super::acted::Acted;
-use super::{bad, path_id};
+use super::acted;
+use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
-use clinic_core::ids::{EventId, MemberId};
+use clinic_core::ids::EventId;
 use clinic_core::lease::ActionKind;
-use clinic_core::operator::{self, ActionRequest, Operator, OutboxFilter};
+use clinic_core::operator::{self, Outbox, OutboxFilter};
 
 pub async fn list(
     State(state): State<AppState>,
@@ -84,27 +83,14 @@ pub async fn unsettled(
     Ok(Json(json!({ "items": items })).into_response())
 }
 
-async fn act(raw_id: String, request: Mutation, action: ActionKind) -> Result<Response, ApiError> {
-    request.caller.require_admin()?;
-    let action_request = ActionRequest::from_body(action, request.json()?)?;
-    let event_id: EventId = path_id(&raw_id)?;
-    let operator = Operator::member(MemberId::from_ulid(request.caller.subject));
-    request
-        .run(StatusCode::OK, async move |tx, ctx| {
-            let workspace = Some(ctx.workspace_id);
-            Ok(Acted(operator::perform(tx, workspace, event_id, &action_request, &operator).await?))
-        })
-        .await
-}
-
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
-    act(id, request, ActionKind::Retry).await
+    acted::act::<Outbox>(id, request, ActionKind::Retry).await
 }
 
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
-    act(id, request, ActionKind::Replay).await
+    acted::act::<Outbox>(id, request, ActionKind::Replay).await
 }
 
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
-    act(id, request, ActionKind::Discard).await
+    acted::act::<Outbox>(id, request, ActionKind::Discard).await
 }

@@ -9,6 +9,13 @@
 //! - `POST /v1/webhooks/endpoints/{id}/recover` `{since}` → `{recovered}`: failed deliveries created
 //!   since then are sent again (same `webhook-id`).
 //! - `GET /v1/webhooks/deliveries?endpointId=&eventId=&status=&limit=` → the newest deliveries.
+//! - `POST /v1/system/webhook-deliveries/{id}/retry|discard` with `{ "reason": "…" }` and
+//!   `POST /v1/system/webhook-deliveries/bulk/retry|discard` (filter: `status`, `olderThan`, `from`,
+//!   `to`, `errorCode`, `endpointId`, `eventType`; `dryRun`, `limit`): the operator actions of the
+//!   lease queue, through the one generic path of every queue ([`super::acted::act`],
+//!   [`super::acted::bulk`]): retry makes a `failed` or `retry` delivery `pending` now with a fresh
+//!   attempt budget (same `webhook-id`), discard makes it `discarded` (final); any other status
+//!   answers 409 naming why; each writes one `operator_actions` row.
 //!
 //! Each change is one transaction with its audit row; another workspace's endpoint answers 404.
 //!
@@ -27,6 +34,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::acted::{self, DiscardAll, RetryAll};
 use super::{bad, path_id};
 use crate::auth::Caller;
 use crate::problem::ApiError;
@@ -36,13 +44,15 @@ use clinic_core::db::Tx;
 use clinic_core::domain::input::FieldError;
 use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::ids::{EventId, WebhookEndpointId};
+use clinic_core::lease::ActionKind;
+use clinic_core::operator::WebhookDeliveries;
 use clinic_core::webhooks::endpoints::{self, Created, Endpoint, EndpointChange, NewEndpoint};
 use clinic_core::webhooks::{guard, store};
 
 /// The idempotency keys' name for this resource (it has no events, so no `ResourceType`).
 const RESOURCE: &str = "webhook_endpoint";
 
-const STATUSES: &[&str] = &["pending", "sending", "delivered", "retry", "failed"];
+const STATUSES: &[&str] = &["pending", "sending", "delivered", "retry", "failed", "discarded"];
 
 fn actor(caller: &Caller) -> String {
     caller.subject.to_string()
@@ -297,4 +307,20 @@ pub async fn deliveries(
     let conn = state.pool.get().await?;
     let items = store::list(&conn, caller.workspace_id, endpoint, event, status, limit).await?;
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
+}
+
+pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    acted::act::<WebhookDeliveries>(id, request, ActionKind::Retry).await
+}
+
+pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
+    acted::act::<WebhookDeliveries>(id, request, ActionKind::Discard).await
+}
+
+pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    acted::bulk::<WebhookDeliveries, RetryAll>(state, request).await
+}
+
+pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
+    acted::bulk::<WebhookDeliveries, DiscardAll>(state, request).await
 }

@@ -22,6 +22,11 @@ fn body_for(method: &str, template: &str) -> Option<Value> {
             json!({"startsAt": "2035-05-02T09:00:00Z", "endsAt": "2035-05-02T09:30:00Z"})
         }
         ("post", "cancel" | "complete") => json!({}),
+        // A bulk action with a filter that selects B's waiting rows when B asks.
+        ("post", "retry" | "replay" | "discard") if template.contains("/bulk/") => {
+            let status = if template.contains("webhook-deliveries") { "failed" } else { "dead" };
+            json!({"reason": "isolation probe", "filter": {"status": status}})
+        }
         ("post", "retry" | "replay" | "discard") => json!({"reason": "isolation probe"}),
         ("post", _) => json!({}),
         _ => return None,
@@ -41,6 +46,8 @@ fn id_for<'a>(template: &str, b: &'a BIds) -> &'a str {
         &b.dead_event
     } else if template.starts_with("/v1/system/deliveries/") {
         &b.dead_delivery
+    } else if template.starts_with("/v1/system/webhook-deliveries/") {
+        &b.failed_webhook_delivery
     } else if template.starts_with("/v1/webhooks/endpoints/") {
         &b.webhook_endpoint
     } else {
@@ -55,6 +62,7 @@ struct BIds {
     dead_event: String,
     dead_delivery: String,
     webhook_endpoint: String,
+    failed_webhook_delivery: String,
 }
 
 impl BIds {
@@ -98,14 +106,19 @@ impl BIds {
             .await
             .unwrap()
             .get(0);
-        conn.execute(
-            "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status)              SELECT gen_random_uuid(), $1, workspace_id, id, type, 'failed' FROM events WHERE id = $2",
-            &[&endpoint, &dead],
-        )
-        .await
-        .unwrap();
+        let failed_webhook_delivery: uuid::Uuid = conn
+            .query_one(
+                "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status) \
+                 SELECT gen_random_uuid(), $1, workspace_id, id, type, 'failed' FROM events WHERE id = $2 \
+                 RETURNING id",
+                &[&endpoint, &dead],
+            )
+            .await
+            .unwrap()
+            .get(0);
         BIds {
             webhook_endpoint: ulid::Ulid::from(endpoint).to_string(),
+            failed_webhook_delivery: ulid::Ulid::from(failed_webhook_delivery).to_string(),
             patient: patient["id"].as_str().unwrap().to_owned(),
             practitioner: practitioner["id"].as_str().unwrap().to_owned(),
             appointment: appointment["id"].as_str().unwrap().to_owned(),
@@ -114,7 +127,7 @@ impl BIds {
         }
     }
 
-    fn all(&self) -> [&str; 6] {
+    fn all(&self) -> [&str; 7] {
         [
             &self.patient,
             &self.practitioner,
@@ -122,6 +135,7 @@ impl BIds {
             &self.dead_event,
             &self.dead_delivery,
             &self.webhook_endpoint,
+            &self.failed_webhook_delivery,
         ]
     }
 }

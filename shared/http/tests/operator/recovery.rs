@@ -139,3 +139,108 @@ async fn a_replay_of_a_row_dispatched_at_the_ceiling_starts_its_listeners() {
     assert_eq!(scene.attempts(scene.created).await, 0, "the replay starts a fresh budget");
     listeners_start(&scene, eager().max_attempts as i64 - 1).await;
 }
+
+/// Issue 38 item 1 (new routes: 404 no-route on e6934c2, where bulk actions were outbox-only):
+/// recover-by-filter with a dry run for notifications, through the same generic path and answer as
+/// the outbox's. The dry run counts and samples and writes nothing; the filter is the queue's (a
+/// field of another queue, a status it does not have and an empty filter are 422s naming the
+/// field); applying gives each matching row a fresh attempt budget with one audit row under one
+/// batch id; a repeat with the same `Idempotency-Key` acts no second time.
+#[tokio::test]
+async fn a_bulk_retry_of_dead_notifications_by_filter_counts_first_then_gives_each_a_fresh_budget() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await;
+    assert_eq!(scene.notifications(scene.created).await, 2, "both listeners made a notification");
+    // Both died at their ceiling during a provider incident (set up directly: this test is about
+    // the operator's path, the senders' walk to `dead` has its own tests).
+    let buried = scene
+        .execute(
+            "UPDATE notifications SET status = 'dead', attempts = 5, last_error_code = 'ses_throttled' \
+             WHERE event_id = $1",
+            scene.created,
+        )
+        .await;
+    assert_eq!(buried, 2);
+    let audit = "SELECT count(*) FROM operator_actions WHERE notification_id IS NOT NULL AND event_id = $1";
+    let bulk = "/v1/system/deliveries/bulk/retry";
+    let filter = json!({"status": "dead", "errorCode": "ses_throttled", "olderThan": "0"});
+
+    let dry =
+        post(&scene, bulk, json!({"reason": "provider quota raised", "dryRun": true, "filter": filter}))
+            .await;
+    assert_eq!(dry.status, 200, "{}", dry.text);
+    assert_eq!(
+        (dry.body["queue"].as_str(), dry.body["matched"].as_i64(), dry.body["applied"].as_i64()),
+        (Some("notifications"), Some(2), Some(0))
+    );
+    assert_eq!(dry.body["sample"].as_array().map(Vec::len), Some(2));
+    let dead: i64 = scene
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'dead'",
+            scene.created,
+        )
+        .await
+        .get(0);
+    assert_eq!(dead, 2, "a dry run changes nothing");
+    assert_eq!(scene.query_one(audit, scene.created).await.get::<_, i64>(0), 0, "and records nothing");
+
+    for (body, field) in [
+        (json!({"reason": "x", "filter": {"endpointId": "01J00000000000000000000000"}}), "filter.endpointId"),
+        (json!({"reason": "x", "filter": {"status": "failed"}}), "filter.status"),
+        (json!({"reason": "x", "filter": {}}), "filter"),
+        (
+            json!({"reason": "x", "filter": {"status": "dead"}, "listeners": ["patient_reminder"]}),
+            "listeners",
+        ),
+    ] {
+        let refused = post(&scene, bulk, body).await;
+        assert_eq!(
+            (refused.status.as_u16(), refused.body["field"].as_str()),
+            (422, Some(field)),
+            "{}",
+            refused.text
+        );
+    }
+    // A status the action does not accept selects nothing (the glossary decides, not the filter).
+    let sent = post(&scene, bulk, json!({"reason": "x", "dryRun": true, "filter": {"status": "sent"}})).await;
+    assert_eq!(sent.body["matched"], 0, "{}", sent.text);
+
+    let admin = scene.app.workspace.admin.clone();
+    let body = json!({"reason": "provider quota raised", "filter": filter});
+    let key = [("Idempotency-Key", "bulk-notifications-1")];
+    let applied = scene.app.call_with("POST", bulk, Some(&admin), Some(body.clone()), &key).await;
+    assert_eq!(applied.status, 200, "{}", applied.text);
+    assert_eq!((applied.body["applied"].as_i64(), applied.body["remaining"].as_i64()), (Some(2), Some(0)));
+    let fresh: i64 = scene
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE event_id = $1 AND status = 'pending' AND attempts = 0",
+            scene.created,
+        )
+        .await
+        .get(0);
+    assert_eq!(fresh, 2, "each retried notification starts a fresh attempt budget");
+    let batched: i64 = scene
+        .query_one(
+            "SELECT count(DISTINCT batch_id) FROM operator_actions WHERE notification_id IS NOT NULL AND event_id = $1",
+            scene.created,
+        )
+        .await
+        .get(0);
+    assert_eq!((scene.query_one(audit, scene.created).await.get::<_, i64>(0), batched), (2, 1));
+
+    let again = scene.app.call_with("POST", bulk, Some(&admin), Some(body), &key).await;
+    assert_eq!(again.status, 200, "{}", again.text);
+    assert_eq!(again.body["batchId"], applied.body["batchId"]);
+    assert_eq!(again.body["applied"], 2);
+    assert_eq!(
+        scene.query_one(audit, scene.created).await.get::<_, i64>(0),
+        2,
+        "the repeat acted no second time"
+    );
+
+    // The rows are pending now: a single retry of one is pointless (409, nothing recorded).
+    let id = applied.body["sample"][0].as_str().unwrap().to_owned();
+    let pointless = post(&scene, &format!("/v1/system/deliveries/{id}/retry"), json!({"reason": "x"})).await;
+    assert_eq!(pointless.status, 409, "{}", pointless.text);
+    assert_eq!(scene.query_one(audit, scene.created).await.get::<_, i64>(0), 2);
+}

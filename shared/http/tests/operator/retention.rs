@@ -176,10 +176,11 @@ async fn the_sweep_stops_when_its_time_budget_is_spent() {
     assert_eq!(counts(&scene).await, before);
 }
 
-/// Delivered webhook deliveries older than the retention go (with their attempts); newer ones and
-/// failed ones stay (recover-since needs them).
+/// Delivered and discarded webhook deliveries older than the retention go (with their attempts);
+/// newer ones and failed ones stay (recover-since and the operator retry need them). The discarded
+/// part is issue 38 item 2 (V21's `discarded`; the status did not exist on e6934c2).
 #[tokio::test]
-async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
+async fn the_sweep_removes_old_delivered_and_discarded_webhook_deliveries_only() {
     let scene = Scene::new().await;
     let client = scene.app.db.client().await;
     let workspace = scene.app.workspace.id;
@@ -191,7 +192,15 @@ async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
         )
         .await
         .unwrap();
-    for (status, age_hours) in [("delivered", 400), ("delivered", 1), ("failed", 400), ("retry", 400)] {
+    let rows = [
+        ("delivered", 400),
+        ("delivered", 1),
+        ("discarded", 400),
+        ("discarded", 1),
+        ("failed", 400),
+        ("retry", 400),
+    ];
+    for (status, age_hours) in rows {
         client
             .execute(
                 "WITH d AS (INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, \
@@ -206,7 +215,7 @@ async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
             .unwrap();
     }
     let report = sweep(&scene.app.db.pool, &RetentionConfig::default(), Utc::now()).await.unwrap();
-    assert_eq!(report.webhook_deliveries, 1);
+    assert_eq!(report.webhook_deliveries, 2, "the old delivered and the old discarded one");
     assert!(report.complete);
     let left: Vec<(String, bool)> = client
         .query(
@@ -218,10 +227,18 @@ async fn the_sweep_removes_old_delivered_webhook_deliveries_only() {
         .iter()
         .map(|row| (row.get(0), row.get(1)))
         .collect();
-    assert_eq!(left, vec![("delivered".into(), true), ("failed".into(), false), ("retry".into(), false)]);
+    assert_eq!(
+        left,
+        vec![
+            ("delivered".into(), true),
+            ("discarded".into(), true),
+            ("failed".into(), false),
+            ("retry".into(), false)
+        ]
+    );
     assert_eq!(
         scene.app.count("SELECT 1 FROM webhook_attempts").await,
-        3,
+        4,
         "attempts went with their delivery"
     );
 }
