@@ -6,6 +6,7 @@ mod custody;
 mod delivery_lease;
 mod delivery_rules;
 mod dispatch_local;
+mod fair_claim;
 mod listeners_pointer;
 mod listeners_workflows;
 mod model;
