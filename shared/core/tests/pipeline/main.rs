@@ -4,6 +4,7 @@
 mod claim_floor;
 mod custody;
 mod delivery_lease;
+mod delivery_pace;
 mod delivery_rules;
 mod dispatch_local;
 mod fair_claim;
