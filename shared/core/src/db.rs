@@ -265,6 +265,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_trace_context",
         sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
     },
+    Migration {
+        version: 23,
+        name: "fair_delivery",
+        sql: include_str!("../../../migrations/V23__fair_delivery.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -11,6 +11,11 @@
 //!   claim's lease.
 //! - A fast-path send with a deadline ([`Sender::send_key_within`]) starts no provider call it
 //!   cannot finish in time.
+//! - Every provider call of a paced provider ([`DeliveryConfig::pace`]) first takes a token from
+//!   its shared bucket ([`crate::lease::rate`]), waiting at most `pace_wait` (inside the renewed
+//!   lease: [`DeliveryConfig::validate`] counts it); a row that gets no token in time is held. A throttling answer
+//!   ([`super::provider::THROTTLED`]) is a hold too — `retry` with the attempt given back, so a
+//!   throttling provider never walks a row to `dead` — and slows the provider's bucket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,9 @@ use super::store::{self, ClaimedDelivery, Mark};
 use super::{DeliveryConfig, DeliveryStatus};
 use crate::ids::NotificationId;
 use crate::lease::Verdict;
+
+/// The code of a row held because its provider's shared rate had no token for it in time.
+pub const NO_TOKEN: &str = "provider_rate_limited";
 
 /// Time a fast-path send needs besides the provider call itself: the claim, the render and the mark.
 pub const SEND_MARGIN: Duration = Duration::from_secs(2);
@@ -46,6 +54,13 @@ pub enum DeliveryOutcome {
         provider_message_id: String,
     },
     Retry {
+        id: NotificationId,
+        code: String,
+        delay: Duration,
+    },
+    /// The provider was not available for it (throttled, or no token in time): due again after
+    /// `delay`, its attempt given back.
+    Held {
         id: NotificationId,
         code: String,
         delay: Duration,
@@ -76,7 +91,9 @@ impl DeliveryOutcome {
     fn mark(&self) -> Option<(DeliveryStatus, Option<&str>, Duration)> {
         Some(match self {
             DeliveryOutcome::Sent { .. } => (DeliveryStatus::Sent, None, Duration::ZERO),
-            DeliveryOutcome::Retry { code, delay, .. } => (DeliveryStatus::Retry, Some(code), *delay),
+            DeliveryOutcome::Retry { code, delay, .. } | DeliveryOutcome::Held { code, delay, .. } => {
+                (DeliveryStatus::Retry, Some(code), *delay)
+            }
             DeliveryOutcome::Dead { code, .. } => (DeliveryStatus::Dead, Some(code), Duration::ZERO),
             DeliveryOutcome::NoContact { code, .. } => {
                 (DeliveryStatus::NoContact, Some(*code), Duration::ZERO)
@@ -95,6 +112,8 @@ pub struct SendReport {
     pub claimed: usize,
     pub sent: usize,
     pub retried: usize,
+    /// Rows held (throttled, or no token in time): due again, no attempt spent.
+    pub held: usize,
     pub dead: usize,
     pub no_contact: usize,
     pub opted_out: usize,
@@ -112,6 +131,7 @@ impl SendReport {
         match outcome {
             DeliveryOutcome::Sent { .. } => self.sent += 1,
             DeliveryOutcome::Retry { .. } => self.retried += 1,
+            DeliveryOutcome::Held { .. } => self.held += 1,
             DeliveryOutcome::Dead { .. } => self.dead += 1,
             DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
             DeliveryOutcome::OptedOut { .. } => self.opted_out += 1,
@@ -125,6 +145,7 @@ impl SendReport {
         self.claimed += other.claimed;
         self.sent += other.sent;
         self.retried += other.retried;
+        self.held += other.held;
         self.dead += other.dead;
         self.no_contact += other.no_contact;
         self.opted_out += other.opted_out;
@@ -273,12 +294,17 @@ impl Sender {
             tx.commit().await?;
             prepared
         };
+        // The hold of a row whose provider had no token for it in time.
+        let mut no_token = Duration::ZERO;
         let (outcome, channel) = match prepared {
             Prepared::Send(message) => {
                 let channel = message.channel.as_str();
                 let result = match (message.headers_are_safe(), self.providers.for_channel(message.channel)) {
                     (false, _) => Err(super::ProviderError::permanent("invalid_address")),
                     (true, None) => Err(super::ProviderError::permanent("no_provider_for_channel")),
+                    (true, Some(provider)) if self.turn(provider.name(), &mut no_token).await? => {
+                        Err(super::ProviderError::retryable(NO_TOKEN))
+                    }
                     (true, Some(provider)) => {
                         // One span per provider call (SES, SNS, …): ids and codes only.
                         let span = tracing::info_span!(
@@ -300,19 +326,71 @@ impl Sender {
                     }
                 };
                 drop(message);
-                (self.after_call(row, result), Some(channel))
+                (self.after_call(row, result, no_token), Some(channel))
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
             Prepared::OptedOut => (DeliveryOutcome::OptedOut { id: row.id }, Some("none")),
             Prepared::Stale(code) => (DeliveryOutcome::Stale { id: row.id, code }, None),
             Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
         };
+        let throttled =
+            matches!(&outcome, DeliveryOutcome::Held { code, .. } if code == super::provider::THROTTLED);
+        if let (true, Some(pace)) = (throttled, self.paced(channel)) {
+            let conn = self.pool.get().await?;
+            crate::lease::rate::slow(&conn, pace, self.config.throttle_factor, self.config.throttle_period)
+                .await?;
+            tracing::warn!(provider = %pace.provider, region = %pace.region, "provider throttled; slowing its shared rate");
+        }
+        self.finish(row, token, outcome, channel).await
+    }
+
+    /// The shared rate of the provider of `channel`, when it is paced.
+    fn paced(&self, channel: Option<&str>) -> Option<&crate::lease::rate::Pace> {
+        let channel = match channel? {
+            "email" => super::Channel::Email,
+            "sms" => super::Channel::Sms,
+            _ => return None,
+        };
+        self.config.pace_of(self.providers.for_channel(channel)?.name())
+    }
+
+    /// Takes a token from the shared bucket of `provider` when it is paced, waiting for it up to
+    /// `pace_wait` (the lease, just renewed, covers that wait and the call); `true` when no token
+    /// comes in time — then `no_token` is how long the row is held.
+    async fn turn(&self, provider: &str, no_token: &mut Duration) -> Result<bool, SendError> {
+        let Some(pace) = self.config.pace_of(provider) else { return Ok(false) };
+        let conn = self.pool.get().await?;
+        let turn = crate::lease::rate::take(&conn, pace, self.config.pace_wait).await?;
+        drop(conn);
+        match turn {
+            crate::lease::rate::Turn::Go(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(false)
+            }
+            crate::lease::rate::Turn::Hold(wait) => {
+                *no_token = wait.max(self.config.backoff.delay(1));
+                Ok(true)
+            }
+        }
+    }
+
+    /// Marks `row` with `outcome` (fenced by `token`) and logs it.
+    async fn finish(
+        &self,
+        row: &ClaimedDelivery,
+        token: crate::ids::ClaimToken,
+        outcome: DeliveryOutcome,
+        channel: Option<&str>,
+    ) -> Result<DeliveryOutcome, SendError> {
         let Some((status, code, delay)) = outcome.mark() else { return Ok(outcome) };
         let provider_id = match &outcome {
             DeliveryOutcome::Sent { provider_message_id, .. } => Some(provider_message_id.as_str()),
             _ => None,
         };
-        let mark = Mark { status, channel, provider_message_id: provider_id, error_code: code, delay };
+        let held = matches!(outcome, DeliveryOutcome::Held { .. });
+        let mark = Mark { status, channel, provider_message_id: provider_id, error_code: code, delay, held };
         let conn = self.pool.get().await?;
         let marked = store::mark(&conn, row.id, token, &mark).await?;
         tracing::info!(
@@ -332,10 +410,17 @@ impl Sender {
         &self,
         row: &ClaimedDelivery,
         result: Result<Accepted, super::ProviderError>,
+        no_token: Duration,
     ) -> DeliveryOutcome {
         match result {
             Ok(accepted) => {
                 DeliveryOutcome::Sent { id: row.id, provider_message_id: accepted.provider_message_id }
+            }
+            Err(error) if error.code == NO_TOKEN => {
+                DeliveryOutcome::Held { id: row.id, code: error.code, delay: no_token }
+            }
+            Err(error) if error.code == super::provider::THROTTLED => {
+                DeliveryOutcome::Held { id: row.id, code: error.code, delay: self.config.backoff.delay(1) }
             }
             Err(error) => self.failed(row, error.code, error.retryable),
         }

@@ -29,21 +29,25 @@ static EXPIRE_LEASES: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
-/// `uncertain` rows are due too when `$4` (the policy resends them).
+/// `uncertain` rows are due too when `$4` (the policy resends them). The lease queue's fair pick
+/// chooses among them: by priority (the kind's, [`super::priority`]), then in turns across
+/// workspaces, then oldest first.
 fn claim_sql(filter: &str) -> String {
     let queue = NOTIFICATIONS;
     let uncertain = queue.stored.uncertain.unwrap_or_default();
+    let candidates = format!(
+        "SELECT id, workspace_id, priority, available_at FROM notifications \
+         WHERE ({due} OR ($4 AND status = '{uncertain}' AND available_at <= now())) {filter}",
+        due = queue.due(""),
+    );
     format!(
-        "WITH due AS ( \
-             SELECT id, status AS previous_status FROM notifications \
-             WHERE ({due} OR ($4 AND status = '{uncertain}' AND available_at <= now())) {filter} \
-             ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+        "WITH due AS ({pick}) \
          UPDATE notifications n SET {claim} \
          FROM due WHERE n.id = due.id \
          RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
              n.recipient_id, n.template, n.attempts, due.previous_status, \
              (SELECT e.traceparent FROM events e WHERE e.id = n.event_id)",
-        due = queue.due(""),
+        pick = queue.fair_pick(&candidates, "t.status AS previous_status", "$1"),
         claim = queue.claim_set("n", "$2", "$3", None),
     )
 }
@@ -149,6 +153,8 @@ pub struct Mark<'a> {
     pub error_code: Option<&'a str>,
     /// `retry` only: when it is due again.
     pub delay: Duration,
+    /// A hold (`retry` only): the provider was unavailable, the attempt is given back.
+    pub held: bool,
 }
 
 /// Renews one claimed row's lease right before its provider call, fenced by the claim token and by
@@ -182,11 +188,13 @@ static MARK: LazyLock<String> = LazyLock::new(|| {
         "UPDATE notifications SET status = $3, channel = coalesce($4, channel), \
              provider_message_id = coalesce($5, provider_message_id), last_error_code = $6, \
              sent_at = CASE WHEN $3 = '{done}' THEN now() ELSE sent_at END, \
-             available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, {release} \
+             available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, \
+             attempts = CASE WHEN $8 THEN {give_back} ELSE attempts END, {release} \
          WHERE id = $1 AND {fence} RETURNING id",
         done = queue.stored.done,
         retry = queue.stored.retry,
         after = crate::lease::sql::after_ms("$7"),
+        give_back = queue.give_back(""),
         release = queue.release_set(),
         fence = queue.fence("", "$2"),
     )
@@ -205,7 +213,7 @@ pub async fn mark(
     let rows = sql::query(
         client,
         &MARK,
-        &[&id, &token, &mark.status.as_str(), &mark.channel, &provider_id, &code, &delay_ms],
+        &[&id, &token, &mark.status.as_str(), &mark.channel, &provider_id, &code, &delay_ms, &mark.held],
     )
     .await?;
     Ok(!rows.is_empty())

@@ -7,7 +7,10 @@
 //! - every move out of `leased` clears the token (and the lease column): [`Queue::release_set`] is
 //!   part of every such SET clause built here, so [`Queue::fence`] (the token alone) is the fence;
 //! - the ceiling test is [`Queue::exhausted`]; a buried row gets [`Queue::bury_set`]'s values;
-//! - the lease's end is `available_at` (the one due clock), mirrored in the lease column if any.
+//! - the lease's end is `available_at` (the one due clock), mirrored in the lease column if any;
+//! - a claim picks its rows with [`Queue::fair_pick`]: by priority, then interleaved across the
+//!   workspaces that have due rows (each workspace's rows take turns, weighted), then oldest first —
+//!   work-conserving (a claim is filled whenever enough rows are due) and one statement.
 
 use super::{Expiry, Queue, ATTEMPTS_EXHAUSTED, LEASE_EXPIRED};
 
@@ -70,7 +73,34 @@ fn choose(alias: &str, condition: &str, then: &[Assignment], otherwise: &[Assign
         .collect()
 }
 
+/// The workspace's share of each claim (`workspaces.delivery_weight`, 1 by default).
+const WEIGHT: &str = "coalesce((SELECT w.delivery_weight FROM workspaces w WHERE w.id = c.workspace_id), 1)";
+
 impl Queue {
+    /// The fair pick (DESIGN §5d, issue 41): a `SELECT` of up to `limit` (a placeholder) rows of this
+    /// queue's table (alias `t`) among `candidates`, locked `FOR UPDATE SKIP LOCKED`, answering
+    /// `t.<id> AS id` and `columns` (of `t`). `candidates` is a `SELECT` of the due rows answering
+    /// `id`, `workspace_id`, `priority` (lower is sooner) and `available_at`.
+    ///
+    /// Order: `priority` first (a cancellation before any clinic's reminders); within a priority,
+    /// each workspace's rows are numbered oldest first and the claim takes turn 1 of every workspace
+    /// before turn 2 of any, a turn being the row number divided by the workspace's weight; ties go
+    /// to the oldest. A lone workspace fills the whole claim (work-conserving). Every due row is
+    /// ranked, so the statement's cost grows with the due rows, not with history.
+    pub fn fair_pick(&self, candidates: &str, columns: &str, limit: &str) -> String {
+        let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
+        format!(
+            "SELECT t.{id} AS id{columns} FROM {table} t JOIN ( \
+               SELECT c.id, c.priority, c.available_at, \
+                 (row_number() OVER (PARTITION BY c.workspace_id, c.priority \
+                                     ORDER BY c.available_at, c.id) - 1) / {WEIGHT} AS turn \
+               FROM ({candidates}) c) f ON f.id = t.{id} \
+             ORDER BY f.priority, f.turn, f.available_at, f.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
+            id = self.id,
+            table = self.table,
+        )
+    }
+
     /// The statuses whose rows the queue still owes an attempt and a claim may take once due.
     pub fn live(&self, alias: &str) -> String {
         let s = &self.stored;

@@ -12,6 +12,7 @@ use clinic_core::delivery::{
 };
 use clinic_core::events::Envelope;
 use clinic_core::ids::WorkspaceId;
+use clinic_core::lease::rate::Pace;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
 use clinic_core::outbox::{Backoff, Jitter};
 use clinic_core::workspaces;
@@ -113,7 +114,9 @@ async fn a_throttling_provider_never_walks_a_notification_to_dead() {
     let (_, created) = fx.book(patient, practitioner, 30).await;
     notify(&fx, Listener::PatientBookingConfirmation, &created).await;
     let provider = Arc::new(Throttling { calls: Mutex::new(0) });
-    let sender = Sender::new(fx.db.pool.clone(), Providers::both(provider.clone()), config(2, 5));
+    let mut config = config(2, 5);
+    config.pace.push(Pace::new("throttling", "test-region", 1000.0));
+    let sender = Sender::new(fx.db.pool.clone(), Providers::both(provider.clone()), config);
 
     // Three times the attempt ceiling of provider calls, each answered "throttled".
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -127,11 +130,88 @@ async fn a_throttling_provider_never_walks_a_notification_to_dead() {
         .db
         .client()
         .await
-        .query_one("SELECT status, attempts, last_error_code FROM notifications WHERE event_id = $1", &[&created.id])
+        .query_one(
+            "SELECT status, attempts, last_error_code FROM notifications WHERE event_id = $1",
+            &[&created.id],
+        )
         .await
         .unwrap();
     let (status, attempts, code): (String, i32, Option<String>) = (row.get(0), row.get(1), row.get(2));
     assert_eq!(status, "retry", "held, not dead");
     assert_eq!(attempts, 0, "a throttled call gives its attempt back");
     assert_eq!(code.as_deref(), Some("provider_throttled"));
+
+    // Every throttling answer slowed the provider's shared bucket, for a while.
+    let bucket = fx
+        .db
+        .client()
+        .await
+        .query_one(
+            "SELECT throttled, slow_factor, slowed_until > now() FROM provider_rate_buckets \
+             WHERE provider = 'throttling' AND region = 'test-region'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let (throttled, factor, slowed): (i64, f64, bool) = (bucket.get(0), bucket.get(1), bucket.get(2));
+    assert!(throttled >= 6, "{throttled}");
+    assert_eq!(factor, 0.5);
+    assert!(slowed);
+}
+
+/// A provider stand-in that accepts every call and notes when it came.
+struct Accepting {
+    calls: Mutex<Vec<Instant>>,
+}
+
+#[async_trait]
+impl Provider for Accepting {
+    fn name(&self) -> &'static str {
+        "paced"
+    }
+
+    async fn send(&self, message: &OutgoingMessage) -> Result<Accepted, ProviderError> {
+        self.calls.lock().unwrap().push(Instant::now());
+        Ok(Accepted { provider_message_id: format!("m-{}", message.notification_id) })
+    }
+}
+
+#[tokio::test]
+async fn two_senders_share_one_provider_rate_held_in_postgres() {
+    let fx = Fixture::new().await;
+    let patient = fx.create_patient().await;
+    let practitioner = fx.create_practitioner().await;
+    for (_, created) in fx.book_many(patient, practitioner, 30, 30).await {
+        notify(&fx, Listener::PatientBookingConfirmation, &created).await;
+    }
+    let provider = Arc::new(Accepting { calls: Mutex::new(Vec::new()) });
+    let mut config = config(6, 5);
+    // 10 a second, no saved-up burst: 30 sends take at least 2.9 s whoever makes them.
+    config.pace.push(Pace { burst: 1.0, ..Pace::new("paced", "test-region", 10.0) });
+    let senders: Vec<Sender> = (0..2)
+        .map(|_| Sender::new(fx.db.pool.clone(), Providers::both(provider.clone()), config.clone()))
+        .collect();
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(60);
+    let sent = "SELECT count(*) FROM notifications WHERE status = 'sent'";
+    let runs = senders.iter().map(|sender| {
+        let fx = &fx;
+        async move {
+            while fx.count(sent).await < 30 {
+                assert!(Instant::now() < deadline, "not all sent within a minute");
+                sender.step_due().await.unwrap();
+            }
+        }
+    });
+    futures::future::join_all(runs).await;
+
+    let calls = provider.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 30, "each sent once");
+    let spread = calls.iter().max().unwrap().duration_since(*calls.iter().min().unwrap());
+    assert!(spread >= Duration::from_millis(2_600), "30 calls at 10/s took only {spread:?}");
+    assert_eq!(
+        fx.count("SELECT count(*) FROM notifications WHERE attempts <> 1").await,
+        0,
+        "waiting for a token spends no attempt"
+    );
 }

@@ -22,7 +22,13 @@ async fn clinic(fx: &Fixture, name: &str) -> WorkspaceId {
 /// `count` due notifications of `workspace` with template `template`, due since `age_secs` ago
 /// (older rows first by `available_at`), each for an unknown recipient: whatever the render makes
 /// of them, the claim is what is under test (it counts an attempt on every row it takes).
-pub async fn due_notifications(fx: &Fixture, workspace: WorkspaceId, template: &str, count: i64, age_secs: f64) {
+pub async fn due_notifications(
+    fx: &Fixture,
+    workspace: WorkspaceId,
+    template: &str,
+    count: i64,
+    age_secs: f64,
+) {
     fx.db
         .client()
         .await
@@ -44,7 +50,10 @@ async fn claimed_notifications(fx: &Fixture, workspace: WorkspaceId) -> i64 {
     fx.db
         .client()
         .await
-        .query_one("SELECT count(*) FROM notifications WHERE workspace_id = $1 AND attempts > 0", &[&workspace])
+        .query_one(
+            "SELECT count(*) FROM notifications WHERE workspace_id = $1 AND attempts > 0",
+            &[&workspace],
+        )
         .await
         .unwrap()
         .get(0)
@@ -71,7 +80,11 @@ async fn a_notification_claim_interleaves_clinics_instead_of_taking_the_oldest_b
 
     assert_eq!(report.claimed, 5, "{report:?}");
     for workspace in quiet {
-        assert_eq!(claimed_notifications(&fx, workspace).await, 1, "a quiet clinic's row waited behind the burst");
+        assert_eq!(
+            claimed_notifications(&fx, workspace).await,
+            1,
+            "a quiet clinic's row waited behind the burst"
+        );
     }
     assert_eq!(claimed_notifications(&fx, busy).await, 3, "the rest of the claim is the busy clinic's");
 }
@@ -88,7 +101,12 @@ async fn a_lone_busy_clinic_gets_the_whole_claim() {
 }
 
 /// One enabled endpoint of `workspace` with `count` due deliveries, due since `age_secs` ago.
-async fn endpoint_with_deliveries(fx: &Fixture, workspace: WorkspaceId, count: i64, age_secs: f64) -> uuid::Uuid {
+async fn endpoint_with_deliveries(
+    fx: &Fixture,
+    workspace: WorkspaceId,
+    count: i64,
+    age_secs: f64,
+) -> uuid::Uuid {
     let client = fx.db.client().await;
     let endpoint = uuid::Uuid::from(ulid::Ulid::generate());
     client
@@ -122,9 +140,10 @@ async fn a_webhook_claim_interleaves_clinics_instead_of_taking_the_oldest_burst(
     }
     let lease_ms = Duration::from_secs(30).as_secs_f64() * 1000.0;
 
-    let claimed = webhook_store::claim(&fx.db.client().await, 5, ClaimToken::generate(), lease_ms, None, 10, 100)
-        .await
-        .unwrap();
+    let claimed =
+        webhook_store::claim(&fx.db.client().await, 5, ClaimToken::generate(), lease_ms, None, 10, 100)
+            .await
+            .unwrap();
 
     assert_eq!(claimed.len(), 5);
     for workspace in quiet {
