@@ -103,6 +103,9 @@ pub struct DeliveryConfig {
     pub throttle_factor: f64,
     /// … for this long.
     pub throttle_period: Duration,
+    /// How a claim orders due rows: fair (always, in a deployment); oldest-first only for the
+    /// bench's comparison (not read from the environment).
+    pub claim_order: crate::lease::sql::ClaimOrder,
 }
 
 impl DeliveryConfig {
@@ -133,6 +136,7 @@ impl DeliveryConfig {
             pace_wait: PACE_WAIT,
             throttle_factor: 0.5,
             throttle_period: Duration::from_secs(60),
+            claim_order: crate::lease::sql::ClaimOrder::Fair,
         }
     }
 

@@ -252,6 +252,7 @@ impl Sender {
                 lease: config.lease,
                 max_attempts: config.max_attempts,
                 policy: config.uncertain,
+                order: config.claim_order,
             };
             let claim = store::claim(&tx, rules, key).await?;
             tx.commit().await?;

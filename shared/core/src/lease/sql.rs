@@ -73,6 +73,17 @@ fn choose(alias: &str, condition: &str, then: &[Assignment], otherwise: &[Assign
         .collect()
 }
 
+/// How a claim orders the due rows it may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClaimOrder {
+    /// [`Queue::fair_pick`]: by priority, in turns across workspaces, then oldest first.
+    #[default]
+    Fair,
+    /// Oldest `available_at` first, whoever's and whatever kind: the claim before issue 41, kept
+    /// only as the comparison `clinic bench fairness` measures the fair pick against.
+    OldestFirst,
+}
+
 /// The workspace's share of each claim (`workspaces.delivery_weight`, 1 by default).
 const WEIGHT: &str = "coalesce((SELECT w.delivery_weight FROM workspaces w WHERE w.id = c.workspace_id), 1)";
 
@@ -80,14 +91,17 @@ impl Queue {
     /// The fair pick (DESIGN §5d, issue 41): a `SELECT` of up to `limit` (a placeholder) rows of this
     /// queue's table (alias `t`) among `candidates`, locked `FOR UPDATE SKIP LOCKED`, answering
     /// `t.<id> AS id` and `columns` (of `t`). `candidates` is a `SELECT` of the due rows answering
-    /// `id`, `workspace_id`, `priority` (lower is sooner) and `available_at`.
+    /// `id`, `workspace_id`, `priority` (lower is sooner) and `available_at`; `recheck` is its
+    /// due condition again, on `t`: a row another claim took (and committed) after this statement's
+    /// snapshot is re-read when it is locked, and only a condition on `t` itself is re-checked then —
+    /// without it, the row would be claimed twice.
     ///
     /// Order: `priority` first (a cancellation before any clinic's reminders); within a priority,
     /// each workspace's rows are numbered oldest first and the claim takes turn 1 of every workspace
     /// before turn 2 of any, a turn being the row number divided by the workspace's weight; ties go
     /// to the oldest. A lone workspace fills the whole claim (work-conserving). Every due row is
     /// ranked, so the statement's cost grows with the due rows, not with history.
-    pub fn fair_pick(&self, candidates: &str, columns: &str, limit: &str) -> String {
+    pub fn fair_pick(&self, candidates: &str, recheck: &str, columns: &str, limit: &str) -> String {
         let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
         format!(
             "SELECT t.{id} AS id{columns} FROM {table} t JOIN ( \
@@ -95,10 +109,35 @@ impl Queue {
                  (row_number() OVER (PARTITION BY c.workspace_id, c.priority \
                                      ORDER BY c.available_at, c.id) - 1) / {WEIGHT} AS turn \
                FROM ({candidates}) c) f ON f.id = t.{id} \
+             WHERE {recheck} \
              ORDER BY f.priority, f.turn, f.available_at, f.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
             id = self.id,
             table = self.table,
         )
+    }
+
+    /// [`Queue::fair_pick`] or, for [`ClaimOrder::OldestFirst`], the same `SELECT` ordered by
+    /// `available_at` alone.
+    pub fn pick(
+        &self,
+        order: ClaimOrder,
+        candidates: &str,
+        recheck: &str,
+        columns: &str,
+        limit: &str,
+    ) -> String {
+        match order {
+            ClaimOrder::Fair => self.fair_pick(candidates, recheck, columns, limit),
+            ClaimOrder::OldestFirst => {
+                let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
+                format!(
+                    "SELECT t.{id} AS id{columns} FROM {table} t JOIN ({candidates}) c ON c.id = t.{id} \
+                     WHERE {recheck} ORDER BY c.available_at, c.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
+                    id = self.id,
+                    table = self.table,
+                )
+            }
+        }
     }
 
     /// The statuses whose rows the queue still owes an attempt and a claim may take once due.

@@ -58,6 +58,7 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
         pick = queue.fair_pick(
             "SELECT d.id, d.workspace_id, 0 AS priority, d.available_at \
              FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6",
+            &format!("{} AND NOT ({})", queue.due("t"), queue.exhausted("t", "$5")),
             "",
             "$1"
         ),

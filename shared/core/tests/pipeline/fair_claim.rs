@@ -155,3 +155,57 @@ async fn a_webhook_claim_interleaves_clinics_instead_of_taking_the_oldest_burst(
     }
     assert_eq!(claimed.iter().filter(|row| row.workspace_id == busy).count(), 3);
 }
+
+/// Claims of many senders at once: each due row is claimed exactly once (a row another claim took
+/// after this claim's snapshot is re-checked when locked, not claimed again).
+#[tokio::test]
+async fn concurrent_fair_claims_never_take_a_row_twice() {
+    let fx = Fixture::new().await;
+    let mut clinics = vec![fx.workspace];
+    for name in ["Two", "Three", "Four"] {
+        clinics.push(clinic(&fx, name).await);
+    }
+    for workspace in &clinics {
+        due_notifications(&fx, *workspace, "appointment.reminder", 60, 60.0).await;
+        endpoint_with_deliveries(&fx, *workspace, 60, 60.0).await;
+    }
+    let lease_ms = Duration::from_secs(30).as_secs_f64() * 1000.0;
+    let claimers = (0..6).map(|_| {
+        let fx = &fx;
+        async move {
+            let sender = sender(fx, 3);
+            let (mut notifications, mut webhooks, mut fenced) = (0, Vec::new(), 0);
+            loop {
+                let report = sender.step_due().await.unwrap();
+                notifications += report.claimed;
+                fenced += report.fenced;
+                let client = fx.db.client().await;
+                let claimed =
+                    webhook_store::claim(&client, 3, ClaimToken::generate(), lease_ms, None, 10, 1000)
+                        .await
+                        .unwrap();
+                webhooks.extend(claimed.into_iter().map(|row| row.id));
+                if report.claimed == 0 && webhooks.len() >= 240 {
+                    break;
+                }
+                if report.claimed == 0
+                    && fx.count("SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'").await == 0
+                {
+                    break;
+                }
+            }
+            (notifications, webhooks, fenced)
+        }
+    });
+    let results = futures::future::join_all(claimers).await;
+
+    let notifications: usize = results.iter().map(|(n, _, _)| n).sum();
+    let fenced: usize = results.iter().map(|(_, _, f)| f).sum();
+    assert_eq!(notifications, 240, "every notification claimed once");
+    assert_eq!(fenced, 0, "no claim was taken over by a second claim of the same row");
+    let mut webhooks: Vec<_> = results.into_iter().flat_map(|(_, w, _)| w).collect();
+    let total = webhooks.len();
+    webhooks.sort_by_key(|id| id.to_string());
+    webhooks.dedup();
+    assert_eq!((total, webhooks.len()), (240, 240), "every delivery claimed once");
+}
