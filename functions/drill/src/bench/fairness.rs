@@ -191,6 +191,8 @@ async fn run_scenario(
         }
         tx.commit().await?;
     }
+    // What autovacuum's analyze does in a deployment (this server may run with autovacuum off).
+    owner.batch_execute("ANALYZE notifications").await?;
     let stand_in = Arc::new(StandIn::default());
     let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::Log]);
     config.poll = Duration::from_millis(10);
