@@ -196,6 +196,7 @@ async fn run_scenario(
     let stand_in = Arc::new(StandIn::default());
     let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::Log]);
     config.poll = Duration::from_millis(10);
+    config.batch = options.fairness_batch;
     config.claim_order = scenario.order;
     config.pace.push(Pace { burst: 5.0, ..Pace::new(PROVIDER, "bench", f64::from(options.provider_rate)) });
     let (stop, stopped) = watch::channel(false);
@@ -345,7 +346,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let unloaded_p95 = unloaded.quiet.quantile_ms(0.95).unwrap_or(f64::NAN);
     let unloaded_text = format!("{} (no burst)", percentiles(&mut unloaded));
     let burst = super::report::thousands(burst_size as f64);
-    let rate = options.provider_rate;
+    let rate = format!("provider {}/s, {SENDERS} senders × batch {}", options.provider_rate, options.fairness_batch);
     for (label, measured, judged) in [
         (format!("{burst} reminders, fair claim"), &mut fair, true),
         (format!("{burst} reminders, oldest-first claim"), &mut oldest, false),
@@ -355,7 +356,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         let p95 = measured.quiet.quantile_ms(0.95).unwrap_or(f64::NAN);
         let ratio = p95 / unloaded_p95;
         report.push(Row {
-            measure: format!("Quiet clinics' commit → accepted, 9 clinics × 1/s beside a burst of {label}, provider {rate}/s"),
+            measure: format!("Quiet clinics' commit → accepted, 9 clinics × 1/s beside a burst of {label}, {rate}"),
             figure: percentiles(measured),
             baseline: unloaded_text.clone(),
             ratio: format!("{ratio:.2}× (p95)"),
@@ -368,7 +369,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     {
         let ratio = fair.throughput / oldest.throughput;
         report.push(Row {
-            measure: format!("Provider throughput, burst of {burst} {label}, provider {rate}/s (fair claim)"),
+            measure: format!("Provider throughput, burst of {burst} {label}, {rate} (fair claim)"),
             figure: format!("{:.1}/s", fair.throughput),
             baseline: format!("{:.1}/s (oldest-first claim)", oldest.throughput),
             ratio: format!("{ratio:.2}×"),

@@ -141,6 +141,9 @@ pub struct Options {
     /// Seconds of each fairness scenario's trickle (default 20; smoke 3).
     #[arg(long)]
     fairness_seconds: Option<u64>,
+    /// Rows each of the fairness run's senders claims at a time (CLINIC_DELIVERY_BATCH).
+    #[arg(long, default_value_t = clinic_core::delivery::DEFAULT_BATCH)]
+    fairness_batch: i64,
     /// Sends a second the fairness run's provider stand-in allows (its shared token bucket).
     #[arg(long, default_value_t = 50)]
     provider_rate: u32,
@@ -217,6 +220,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!(options.tick_period() >= Duration::from_secs(2), "--tick-secs must be at least 2");
     anyhow::ensure!(options.lambda_ticks() >= 1, "--lambda-ticks must be at least 1");
     anyhow::ensure!((1..=10_000).contains(&options.provider_rate), "--provider-rate must be 1-10000");
+    anyhow::ensure!((1..=100).contains(&options.fairness_batch), "--fairness-batch must be 1-100");
     anyhow::ensure!(
         (1..=1_000_000).contains(&options.fairness_burst()),
         "--fairness-burst must be 1-1000000"
