@@ -187,7 +187,7 @@ impl Sender {
 
     /// [`Sender::send_key`] for a caller that must be done within `budget` (the listener Lambda
     /// before its deadline): when a provider call could not end in time (`budget` below the provider
-    /// timeout plus [`SEND_MARGIN`] for the render and the mark), nothing is claimed and the row stays
+    /// timeout, the longest wait for a provider token and [`SEND_MARGIN`] for the render and the mark), nothing is claimed and the row stays
     /// due for the housekeeping sender — a call cut off after the provider accepted the message would
     /// leave it to be sent again.
     pub async fn send_key_within(
@@ -195,7 +195,7 @@ impl Sender {
         idempotency_key: &str,
         budget: Duration,
     ) -> Result<SendReport, SendError> {
-        if budget < self.config.provider_timeout + SEND_MARGIN {
+        if budget < self.config.provider_timeout + self.config.pace_wait + SEND_MARGIN {
             tracing::info!(
                 budget_ms = budget.as_millis() as u64,
                 "too close to the deadline for a provider call; leaving the delivery to housekeeping"
