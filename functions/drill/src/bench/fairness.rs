@@ -346,7 +346,8 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     let unloaded_p95 = unloaded.quiet.quantile_ms(0.95).unwrap_or(f64::NAN);
     let unloaded_text = format!("{} (no burst)", percentiles(&mut unloaded));
     let burst = super::report::thousands(burst_size as f64);
-    let rate = format!("provider {}/s, {SENDERS} senders × batch {}", options.provider_rate, options.fairness_batch);
+    let rate =
+        format!("provider {}/s, {SENDERS} senders × batch {}", options.provider_rate, options.fairness_batch);
     for (label, measured, judged) in [
         (format!("{burst} reminders, fair claim"), &mut fair, true),
         (format!("{burst} reminders, oldest-first claim"), &mut oldest, false),
@@ -356,7 +357,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         let p95 = measured.quiet.quantile_ms(0.95).unwrap_or(f64::NAN);
         let ratio = p95 / unloaded_p95;
         report.push(Row {
-            measure: format!("Quiet clinics' commit → accepted, 9 clinics × 1/s beside a burst of {label}, {rate}"),
+            measure: format!(
+                "Quiet clinics' commit → accepted, 9 clinics × 1/s beside a burst of {label}, {rate}"
+            ),
             figure: percentiles(measured),
             baseline: unloaded_text.clone(),
             ratio: format!("{ratio:.2}× (p95)"),
