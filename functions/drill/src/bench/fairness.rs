@@ -362,9 +362,14 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
             ),
             figure: percentiles(measured),
             baseline: unloaded_text.clone(),
-            ratio: format!("{ratio:.2}× (p95)"),
+            ratio: if ratio.is_finite() {
+                format!("{ratio:.2}× (p95)")
+            } else {
+                "– (none accepted)".into()
+            },
             target: if judged { "p95 ≤ 2× unloaded".into() } else { "– (comparison)".into() },
-            met: (judged && !options.smoke).then_some(ratio <= 2.0 && measured.quiet_missing == 0),
+            met: (judged && !options.smoke)
+                .then_some(ratio.is_finite() && ratio <= 2.0 && measured.quiet_missing == 0),
         });
     }
     for (label, fair, oldest) in
