@@ -291,6 +291,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "contact_policy",
         sql: include_str!("../../../migrations/V22__contact_policy.sql"),
     },
+    Migration {
+        version: 23,
+        name: "fair_delivery",
+        sql: include_str!("../../../migrations/V23__fair_delivery.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -98,7 +98,7 @@ where
         }
         SdkError::ServiceError(_) => match service_code {
             Some("Throttling" | "ThrottlingException" | "TooManyRequestsException" | "Throttled") => {
-                ProviderError::retryable("provider_throttled")
+                ProviderError::retryable(clinic_core::delivery::THROTTLED)
             }
             Some("InternalFailure" | "InternalError" | "ServiceUnavailable" | "KMSThrottling") => {
                 ProviderError::retryable("provider_unavailable")

@@ -34,6 +34,9 @@
 //! - Calls are bounded by [`SqsTimeouts`] (operation and attempt timeouts below the lease).
 //! - FIFO queues (URL ends in `.fifo`) get MessageGroupId = the resource id (per-resource order) and
 //!   MessageDeduplicationId = `"{event_id}:{listener}"`.
+//! - Standard queues get MessageGroupId = the workspace id, which makes them SQS fair queues (issue
+//!   41): when one workspace floods a queue, SQS keeps the other workspaces' messages moving. No
+//!   queue setting is needed; ordering and delivery stay those of a standard queue.
 
 mod breaker;
 pub mod cloudevents;

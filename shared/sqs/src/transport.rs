@@ -78,6 +78,10 @@ impl SqsTransport {
             entry = entry
                 .message_group_id(start.envelope.resource_id.to_string())
                 .message_deduplication_id(format!("{}:{}", start.envelope.id, start.listener.as_str()));
+        } else {
+            // A standard queue with message groups is an SQS fair queue: one workspace's burst does
+            // not hold back the other workspaces' messages (their dwell time stays low).
+            entry = entry.message_group_id(start.envelope.workspace_id.to_string());
         }
         entry.build().map_err(|e| StartError::permanent("encode_failed", e.to_string()))
     }

@@ -1,4 +1,4 @@
-//! `clinic bench write|write-history|dispatch|sustained|latency|lambda-window|operator|disclosure|lists|recovery|all
+//! `clinic bench write|write-history|dispatch|sustained|latency|lambda-window|operator|disclosure|lists|recovery|fairness|all
 //! [--smoke]`: measures the pipeline beside the raw-SQL limit,
 //! in one run, on one database, and prints a markdown table (machine description first).
 //!
@@ -24,6 +24,7 @@ pub(crate) mod client;
 mod db;
 mod disclosure;
 mod dispatch;
+mod fairness;
 mod history;
 mod lambda_window;
 mod latency;
@@ -72,6 +73,9 @@ enum Target {
     Lists(Options),
     /// Bulk recovery: 1,000 dead rows retried through the operator's bulk path beside raw SQL.
     Recovery(Options),
+    /// Fairness: quiet clinics' notices beside one clinic's burst, at a provider's rate, fair claim
+    /// beside oldest-first.
+    Fairness(Options),
     /// Everything above, one table.
     All(Options),
     /// The API server child of the write and latency runs (internal).
@@ -131,6 +135,18 @@ pub struct Options {
     /// Seconds of each latency run (default 20; smoke 1).
     #[arg(long)]
     latency_seconds: Option<u64>,
+    /// Reminders in the fairness run's burst (default 10000; smoke 200).
+    #[arg(long)]
+    fairness_burst: Option<usize>,
+    /// Seconds of each fairness scenario's trickle (default 20; smoke 3).
+    #[arg(long)]
+    fairness_seconds: Option<u64>,
+    /// Rows each of the fairness run's senders claims at a time (CLINIC_DELIVERY_BATCH).
+    #[arg(long, default_value_t = clinic_core::delivery::DEFAULT_BATCH)]
+    fairness_batch: i64,
+    /// Sends a second the fairness run's provider stand-in allows (its shared token bucket).
+    #[arg(long, default_value_t = 50)]
+    provider_rate: u32,
 }
 
 impl Options {
@@ -152,6 +168,12 @@ impl Options {
     fn lambda_ticks(&self) -> u32 {
         self.lambda_ticks.unwrap_or(if self.smoke { 1 } else { 5 })
     }
+    fn fairness_burst(&self) -> usize {
+        self.fairness_burst.unwrap_or(if self.smoke { 200 } else { 10_000 })
+    }
+    fn fairness_duration(&self) -> Duration {
+        Duration::from_secs(self.fairness_seconds.unwrap_or(if self.smoke { 3 } else { 20 }))
+    }
     fn latency_duration(&self) -> Duration {
         Duration::from_secs(self.latency_seconds.unwrap_or(if self.smoke { 1 } else { 20 }))
     }
@@ -170,6 +192,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         Target::Disclosure(o) => (o, &[Section::Disclosure]),
         Target::Lists(o) => (o, &[Section::Lists]),
         Target::Recovery(o) => (o, &[Section::Recovery]),
+        Target::Fairness(o) => (o, &[Section::Fairness]),
         Target::All(o) => (
             o,
             &[
@@ -183,6 +206,7 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
                 Section::Disclosure,
                 Section::Lists,
                 Section::Recovery,
+                Section::Fairness,
             ],
         ),
     };
@@ -195,6 +219,16 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     anyhow::ensure!((1..=1000).contains(&options.lambda_rate), "--lambda-rate must be 1-1000");
     anyhow::ensure!(options.tick_period() >= Duration::from_secs(2), "--tick-secs must be at least 2");
     anyhow::ensure!(options.lambda_ticks() >= 1, "--lambda-ticks must be at least 1");
+    anyhow::ensure!((1..=10_000).contains(&options.provider_rate), "--provider-rate must be 1-10000");
+    anyhow::ensure!((1..=100).contains(&options.fairness_batch), "--fairness-batch must be 1-100");
+    anyhow::ensure!(
+        (1..=1_000_000).contains(&options.fairness_burst()),
+        "--fairness-burst must be 1-1000000"
+    );
+    anyhow::ensure!(
+        options.fairness_duration() >= Duration::from_secs(1),
+        "--fairness-seconds must be at least 1"
+    );
     anyhow::ensure!(
         options.transport_latency_ms.iter().all(|ms| *ms <= 10_000),
         "--transport-latency-ms values must be 0-10000"
@@ -219,6 +253,7 @@ enum Section {
     Disclosure,
     Lists,
     Recovery,
+    Fairness,
 }
 
 async fn run_sections(admin_url: &str, options: &Options, sections: &[Section]) -> anyhow::Result<()> {
@@ -254,6 +289,7 @@ async fn run_each(
             Section::Disclosure => disclosure::run(&bench_db, options, report).await?,
             Section::Lists => lists::run(&bench_db, options, report).await?,
             Section::Recovery => recovery::run(&bench_db, options, report).await?,
+            Section::Fairness => fairness::run(&bench_db, options, report).await?,
         }
         // Dropping `bench_db` drops the database (also when the section failed).
     }

@@ -142,6 +142,9 @@ pub fn markdown() -> String {
          queues also get `MessageDeduplicationId` = `{eventId}:{listener}`.\n\
          - **Ordering key**: the resource id (`subject`; FIFO `MessageGroupId`). Standard queues do not \
          order; listeners reload the resource and skip stale work instead of relying on order.\n\
+         - **Fairness**: standard listener queues are SQS fair queues — every message carries \
+         `MessageGroupId` = the workspace id, so one clinic's burst does not hold back the other \
+         clinics' messages (no queue setting; still a standard queue's delivery and order).\n\
          - **Dead letters**: a start that fails is retried with bounded, jittered exponential backoff \
          and turns the outbox row `dead` at `CLINIC_DISPATCH_MAX_ATTEMPTS` (outages do not spend \
          attempts); operators retry, replay or discard it (`clinic outbox …`, \

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::config::{bounded, var, ConfigError};
+use crate::lease::rate::Pace;
 use crate::lease::{Backoff, Jitter, RetryPolicy};
 
 /// What happens to a delivery whose sender died after calling the provider and before marking the
@@ -68,6 +69,9 @@ impl NotifierKind {
 /// ([`DeliveryConfig::validate`]).
 pub const DEFAULT_BATCH: i64 = 5;
 
+/// The longest wait for a provider's token by default (counted in [`DeliveryConfig::validate`]).
+pub const PACE_WAIT: Duration = Duration::from_secs(1);
+
 /// How the sender claims, retries and decides.
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
@@ -90,6 +94,18 @@ pub struct DeliveryConfig {
     pub file_dir: PathBuf,
     /// How often an idle in-process sender looks for due rows.
     pub poll: Duration,
+    /// The providers' shared rates (a token bucket each in PostgreSQL); a provider not listed is
+    /// not paced (`file`, `log`).
+    pub pace: Vec<Pace>,
+    /// The longest a send waits for its provider's token before its row is held instead.
+    pub pace_wait: Duration,
+    /// After a throttling answer the provider runs at this share of its rate …
+    pub throttle_factor: f64,
+    /// … for this long.
+    pub throttle_period: Duration,
+    /// How a claim orders due rows: fair (always, in a deployment); oldest-first only for the
+    /// bench's comparison (not read from the environment).
+    pub claim_order: crate::lease::sql::ClaimOrder,
 }
 
 impl DeliveryConfig {
@@ -116,12 +132,22 @@ impl DeliveryConfig {
             notifiers,
             file_dir: PathBuf::from(".local/outbox-mail"),
             poll: Duration::from_millis(100),
+            pace: Vec::new(),
+            pace_wait: PACE_WAIT,
+            throttle_factor: 0.5,
+            throttle_period: Duration::from_secs(60),
+            claim_order: crate::lease::sql::ClaimOrder::Fair,
         }
+    }
+
+    /// The shared rate of the provider named `provider`, if it is paced.
+    pub fn pace_of(&self, provider: &str) -> Option<&Pace> {
+        self.pace.iter().find(|pace| pace.provider == provider)
     }
 
     /// Refuses a configuration under which a provider call could run under an expired lease: one
     /// call must end well within the lease, and a batch sent one row after another must end before
-    /// the lease of its claim does (`batch × provider_timeout < lease`), or its last rows would be
+    /// the lease of its claim does (`batch × (provider_timeout + pace_wait) < lease`), or its last rows would be
     /// found expired by another claim and sent twice.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.provider_timeout >= self.lease {
@@ -138,13 +164,13 @@ impl DeliveryConfig {
             message,
         })?;
         let batch = u32::try_from(self.batch.max(1)).unwrap_or(u32::MAX);
-        let worst = self.provider_timeout.saturating_mul(batch);
+        let worst = (self.provider_timeout + self.pace_wait).saturating_mul(batch);
         if worst >= self.lease {
             return Err(ConfigError::Invalid {
                 name: "CLINIC_DELIVERY_BATCH",
                 value: self.batch.to_string(),
                 message: format!(
-                    "{} rows × CLINIC_DELIVERY_TIMEOUT_SECS {} s = {} s must be below \
+                    "{} rows × (CLINIC_DELIVERY_TIMEOUT_SECS {} s + the pace wait) = {} s must be below \
                      CLINIC_DELIVERY_LEASE_SECS {} s: a batch's last rows would be sent after their \
                      lease ended; lower the batch or the timeout, or raise the lease",
                     self.batch,
@@ -185,6 +211,11 @@ impl DeliveryConfig {
             config.file_dir = PathBuf::from(dir);
         }
         config.poll = Duration::from_millis(bounded("CLINIC_DELIVERY_POLL_MS", 100, 10..=60_000)?);
+        let region =
+            var("CLINIC_DELIVERY_REGION").or_else(|| var("AWS_REGION")).unwrap_or_else(|| "local".into());
+        let ses = bounded("CLINIC_SES_RATE", 14, 1..=10_000)? as f64;
+        let sns = bounded("CLINIC_SNS_RATE", 20, 1..=10_000)? as f64;
+        config.pace = vec![Pace::new("ses", region.clone(), ses), Pace::new("sns", region, sns)];
         Ok(config)
     }
 }
@@ -209,7 +240,7 @@ mod tests {
         assert!(config.validate().is_ok(), "the defaults fit");
         config.batch = 10;
         let error = config.validate().unwrap_err().to_string();
-        assert!(error.contains("CLINIC_DELIVERY_BATCH") && error.contains("100 s"), "{error}");
+        assert!(error.contains("CLINIC_DELIVERY_BATCH") && error.contains("110 s"), "{error}");
         config.batch = 1;
         config.provider_timeout = config.lease;
         let error = config.validate().unwrap_err().to_string();

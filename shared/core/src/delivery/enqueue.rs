@@ -21,6 +21,8 @@ pub struct NewDelivery<'a> {
     pub recipient_id: Ulid,
     /// A template id such as `appointment.booking_confirmation` (see [`super::render`]).
     pub template: &'a str,
+    /// How soon it should go out ([`super::Priority::of`]).
+    pub priority: super::Priority,
 }
 
 impl NewDelivery<'_> {
@@ -31,8 +33,8 @@ impl NewDelivery<'_> {
 }
 
 const INSERT: &str = "INSERT INTO notifications (id, workspace_id, event_id, listener, idempotency_key, \
-     recipient_kind, recipient_id, template, channel, status) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'auto', 'pending') \
+     recipient_kind, recipient_id, template, channel, status, priority) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'auto', 'pending', $9) \
      ON CONFLICT (idempotency_key) DO NOTHING";
 
 /// Inserts a `pending` delivery on the caller's transaction; `None` when its idempotency key was
@@ -54,6 +56,7 @@ pub async fn enqueue(
             &delivery.recipient_kind.as_str(),
             &uuid::Uuid::from(delivery.recipient_id),
             &delivery.template,
+            &delivery.priority.rank(),
         ],
     )
     .await?;

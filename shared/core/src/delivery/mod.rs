@@ -43,19 +43,21 @@ pub mod admin;
 mod config;
 mod enqueue;
 pub mod policy;
+mod priority;
 mod provider;
 pub mod render;
 mod sender;
 pub mod sms;
 mod store;
 
-pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH};
+pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH, PACE_WAIT};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
+pub use priority::{Priority, SAME_DAY};
 pub use provider::{
     Accepted, Channel, FileProvider, LogProvider, OutgoingMessage, Provider, ProviderError, Providers,
-    RECIPIENT_OPTED_OUT,
+    RECIPIENT_OPTED_OUT, THROTTLED,
 };
-pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, SEND_MARGIN};
+pub use sender::{DeliveryOutcome, SendError, SendReport, Sender, NO_TOKEN, SEND_MARGIN};
 pub use store::{ClaimedDelivery, DeliveryClaim};
 
 use serde::Serialize;

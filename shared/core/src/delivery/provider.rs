@@ -99,6 +99,11 @@ impl OutgoingMessage {
     }
 }
 
+/// The code of a provider's throttling answer (SES `Throttling`/`TooManyRequestsException`, SNS
+/// `Throttled`, …): a hold, not a failure — the row's attempt is given back and the provider's
+/// shared rate slows down ([`crate::lease::rate::slow`]).
+pub const THROTTLED: &str = "provider_throttled";
+
 /// The provider took the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {

@@ -11,6 +11,11 @@
 //!   claim's lease.
 //! - A fast-path send with a deadline ([`Sender::send_key_within`]) starts no provider call it
 //!   cannot finish in time.
+//! - Every provider call of a paced provider ([`DeliveryConfig::pace`]) first takes a token from
+//!   its shared bucket ([`crate::lease::rate`]), waiting at most `pace_wait` (inside the renewed
+//!   lease: [`DeliveryConfig::validate`] counts it); a row that gets no token in time is held. A throttling answer
+//!   ([`super::provider::THROTTLED`]) is a hold too — `retry` with the attempt given back, so a
+//!   throttling provider never walks a row to `dead` — and slows the provider's bucket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +30,9 @@ use super::store::{self, ClaimedDelivery, Due, Mark};
 use super::{DeliveryConfig, DeliveryStatus};
 use crate::ids::NotificationId;
 use crate::lease::Verdict;
+
+/// The code of a row held because its provider's shared rate had no token for it in time.
+pub const NO_TOKEN: &str = "provider_rate_limited";
 
 /// Time a fast-path send needs besides the provider call itself: the claim, the render and the mark.
 pub const SEND_MARGIN: Duration = Duration::from_secs(2);
@@ -48,6 +56,13 @@ pub enum DeliveryOutcome {
         bypassed_quiet_hours: bool,
     },
     Retry {
+        id: NotificationId,
+        code: String,
+        delay: Duration,
+    },
+    /// The provider was not available for it (throttled, or no token in time): due again after
+    /// `delay`, its attempt given back.
+    Held {
         id: NotificationId,
         code: String,
         delay: Duration,
@@ -85,7 +100,7 @@ impl DeliveryOutcome {
     fn mark(&self) -> Option<(DeliveryStatus, Option<&str>, Due)> {
         Some(match self {
             DeliveryOutcome::Sent { .. } => (DeliveryStatus::Sent, None, Due::Unchanged),
-            DeliveryOutcome::Retry { code, delay, .. } => {
+            DeliveryOutcome::Retry { code, delay, .. } | DeliveryOutcome::Held { code, delay, .. } => {
                 (DeliveryStatus::Retry, Some(code), Due::After(*delay))
             }
             DeliveryOutcome::Dead { code, .. } => (DeliveryStatus::Dead, Some(code), Due::Unchanged),
@@ -111,6 +126,8 @@ pub struct SendReport {
     pub claimed: usize,
     pub sent: usize,
     pub retried: usize,
+    /// Rows held (throttled, or no token in time): due again, no attempt spent.
+    pub held: usize,
     pub dead: usize,
     pub no_contact: usize,
     /// Rows the contact policy deferred to the end of the recipient's quiet hours.
@@ -136,6 +153,7 @@ impl SendReport {
                 self.bypassed_quiet_hours += usize::from(*bypassed_quiet_hours);
             }
             DeliveryOutcome::Retry { .. } => self.retried += 1,
+            DeliveryOutcome::Held { .. } => self.held += 1,
             DeliveryOutcome::Dead { .. } => self.dead += 1,
             DeliveryOutcome::NoContact { .. } => self.no_contact += 1,
             DeliveryOutcome::Deferred { .. } => self.deferred += 1,
@@ -150,6 +168,7 @@ impl SendReport {
         self.claimed += other.claimed;
         self.sent += other.sent;
         self.retried += other.retried;
+        self.held += other.held;
         self.dead += other.dead;
         self.no_contact += other.no_contact;
         self.deferred += other.deferred;
@@ -193,7 +212,7 @@ impl Sender {
 
     /// [`Sender::send_key`] for a caller that must be done within `budget` (the listener Lambda
     /// before its deadline): when a provider call could not end in time (`budget` below the provider
-    /// timeout plus [`SEND_MARGIN`] for the render and the mark), nothing is claimed and the row stays
+    /// timeout, the longest wait for a provider token and [`SEND_MARGIN`] for the render and the mark), nothing is claimed and the row stays
     /// due for the housekeeping sender — a call cut off after the provider accepted the message would
     /// leave it to be sent again.
     pub async fn send_key_within(
@@ -201,7 +220,7 @@ impl Sender {
         idempotency_key: &str,
         budget: Duration,
     ) -> Result<SendReport, SendError> {
-        if budget < self.config.provider_timeout + SEND_MARGIN {
+        if budget < self.config.provider_timeout + self.config.pace_wait + SEND_MARGIN {
             tracing::info!(
                 budget_ms = budget.as_millis() as u64,
                 "too close to the deadline for a provider call; leaving the delivery to housekeeping"
@@ -258,6 +277,7 @@ impl Sender {
                 lease: config.lease,
                 max_attempts: config.max_attempts,
                 policy: config.uncertain,
+                order: config.claim_order,
             };
             let claim = store::claim(&tx, rules, key).await?;
             tx.commit().await?;
@@ -300,12 +320,17 @@ impl Sender {
             tx.commit().await?;
             prepared
         };
+        // The hold of a row whose provider had no token for it in time.
+        let mut no_token = Duration::ZERO;
         let (outcome, channel) = match prepared {
             Prepared::Send { message, bypassed_quiet_hours } => {
                 let channel = message.channel.as_str();
                 let result = match (message.headers_are_safe(), self.providers.for_channel(message.channel)) {
                     (false, _) => Err(super::ProviderError::permanent("invalid_address")),
                     (true, None) => Err(super::ProviderError::permanent("no_provider_for_channel")),
+                    (true, Some(provider)) if self.turn(provider.name(), &mut no_token).await? => {
+                        Err(super::ProviderError::retryable(NO_TOKEN))
+                    }
                     (true, Some(provider)) => {
                         // One span per provider call (SES, SNS, …): ids and codes only.
                         let span = tracing::info_span!(
@@ -334,7 +359,7 @@ impl Sender {
                     let reason = super::policy::SuppressReason::OptedOut.code();
                     (DeliveryOutcome::Suppressed { id: row.id, reason }, Some(channel))
                 } else {
-                    (self.after_call(row, result, bypassed_quiet_hours), Some(channel))
+                    (self.after_call(row, result, bypassed_quiet_hours, no_token), Some(channel))
                 }
             }
             Prepared::NoContact(code) => (DeliveryOutcome::NoContact { id: row.id, code }, Some("none")),
@@ -345,6 +370,57 @@ impl Sender {
             Prepared::Stale(code) => (DeliveryOutcome::Stale { id: row.id, code }, None),
             Prepared::NotRenderable(code) => (self.failed(row, code.to_owned(), true), None),
         };
+        let throttled =
+            matches!(&outcome, DeliveryOutcome::Held { code, .. } if code == super::provider::THROTTLED);
+        if let (true, Some(pace)) = (throttled, self.paced(channel)) {
+            let conn = self.pool.get().await?;
+            crate::lease::rate::slow(&conn, pace, self.config.throttle_factor, self.config.throttle_period)
+                .await?;
+            tracing::warn!(provider = %pace.provider, region = %pace.region, "provider throttled; slowing its shared rate");
+        }
+        self.finish(row, token, outcome, channel).await
+    }
+
+    /// The shared rate of the provider of `channel`, when it is paced.
+    fn paced(&self, channel: Option<&str>) -> Option<&crate::lease::rate::Pace> {
+        let channel = match channel? {
+            "email" => super::Channel::Email,
+            "sms" => super::Channel::Sms,
+            _ => return None,
+        };
+        self.config.pace_of(self.providers.for_channel(channel)?.name())
+    }
+
+    /// Takes a token from the shared bucket of `provider` when it is paced, waiting for it up to
+    /// `pace_wait` (the lease, just renewed, covers that wait and the call); `true` when no token
+    /// comes in time — then `no_token` is how long the row is held.
+    async fn turn(&self, provider: &str, no_token: &mut Duration) -> Result<bool, SendError> {
+        let Some(pace) = self.config.pace_of(provider) else { return Ok(false) };
+        let conn = self.pool.get().await?;
+        let turn = crate::lease::rate::take(&conn, pace, self.config.pace_wait).await?;
+        drop(conn);
+        match turn {
+            crate::lease::rate::Turn::Go(wait) => {
+                if !wait.is_zero() {
+                    tokio::time::sleep(wait).await;
+                }
+                Ok(false)
+            }
+            crate::lease::rate::Turn::Hold(wait) => {
+                *no_token = wait.max(self.config.backoff.delay(1));
+                Ok(true)
+            }
+        }
+    }
+
+    /// Marks `row` with `outcome` (fenced by `token`) and logs it.
+    async fn finish(
+        &self,
+        row: &ClaimedDelivery,
+        token: crate::ids::ClaimToken,
+        outcome: DeliveryOutcome,
+        channel: Option<&str>,
+    ) -> Result<DeliveryOutcome, SendError> {
         let Some((status, code, due)) = outcome.mark() else { return Ok(outcome) };
         let (provider_id, bypassed_quiet_hours) = match &outcome {
             DeliveryOutcome::Sent { provider_message_id, bypassed_quiet_hours, .. } => {
@@ -352,6 +428,7 @@ impl Sender {
             }
             _ => (None, false),
         };
+        let held = matches!(outcome, DeliveryOutcome::Held { .. });
         let mark = Mark {
             status,
             channel,
@@ -359,6 +436,7 @@ impl Sender {
             error_code: code,
             due,
             bypassed_quiet_hours,
+            held,
         };
         let conn = self.pool.get().await?;
         let marked = store::mark(&conn, row.id, token, &mark).await?;
@@ -415,6 +493,7 @@ impl Sender {
         row: &ClaimedDelivery,
         result: Result<Accepted, super::ProviderError>,
         bypassed_quiet_hours: bool,
+        no_token: Duration,
     ) -> DeliveryOutcome {
         match result {
             Ok(accepted) => DeliveryOutcome::Sent {
@@ -422,6 +501,12 @@ impl Sender {
                 provider_message_id: accepted.provider_message_id,
                 bypassed_quiet_hours,
             },
+            Err(error) if error.code == NO_TOKEN => {
+                DeliveryOutcome::Held { id: row.id, code: error.code, delay: no_token }
+            }
+            Err(error) if error.code == super::provider::THROTTLED => {
+                DeliveryOutcome::Held { id: row.id, code: error.code, delay: self.config.backoff.delay(1) }
+            }
             Err(error) => self.failed(row, error.code, error.retryable),
         }
     }

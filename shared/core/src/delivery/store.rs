@@ -11,6 +11,7 @@ use ulid::Ulid;
 use super::{DeliveryStatus, RecipientKind, UncertainPolicy};
 use crate::db::sql;
 use crate::ids::{ClaimToken, EventId, NotificationId, WorkspaceId};
+use crate::lease::sql::ClaimOrder;
 use crate::lease::NOTIFICATIONS;
 
 /// `sending` rows whose lease ended: their sender died between claiming and marking, perhaps after
@@ -29,21 +30,33 @@ static EXPIRE_LEASES: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
-/// `uncertain` rows are due too when `$4` (the policy resends them).
-fn claim_sql(filter: &str) -> String {
+/// `uncertain` rows are due too when `$4` (the policy resends them). The lease queue's fair pick
+/// chooses among them: by priority (the kind's, [`super::priority`]), then in turns across
+/// workspaces, then oldest first.
+fn claim_sql(order: ClaimOrder, filter: &str) -> String {
     let queue = NOTIFICATIONS;
     let uncertain = queue.stored.uncertain.unwrap_or_default();
+    let due = |alias: &str| {
+        let column = |name: &str| if alias.is_empty() { name.to_owned() } else { format!("{alias}.{name}") };
+        format!(
+            "({due} OR ($4 AND {status} = '{uncertain}' AND {available_at} <= now()))",
+            due = queue.due(alias),
+            status = column("status"),
+            available_at = column("available_at"),
+        )
+    };
+    let candidates = format!(
+        "SELECT id, workspace_id, priority, available_at FROM notifications WHERE {due} {filter}",
+        due = due(""),
+    );
     format!(
-        "WITH due AS ( \
-             SELECT id, status AS previous_status FROM notifications \
-             WHERE ({due} OR ($4 AND status = '{uncertain}' AND available_at <= now())) {filter} \
-             ORDER BY available_at LIMIT $1 FOR UPDATE SKIP LOCKED) \
+        "WITH due AS ({pick}) \
          UPDATE notifications n SET {claim} \
          FROM due WHERE n.id = due.id \
          RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
              n.recipient_id, n.template, n.attempts, due.previous_status, \
              (SELECT e.traceparent FROM events e WHERE e.id = n.event_id)",
-        due = queue.due(""),
+        pick = queue.pick(order, &candidates, &due("t"), "t.status AS previous_status", "$1"),
         claim = queue.claim_set("n", "$2", "$3", None),
     )
 }
@@ -88,6 +101,7 @@ pub struct ClaimRules {
     pub lease: Duration,
     pub max_attempts: i32,
     pub policy: UncertainPolicy,
+    pub order: ClaimOrder,
 }
 
 /// Moves expired leases to `uncertain` (or `dead` past the ceiling), then claims up to `batch` due
@@ -98,7 +112,7 @@ pub async fn claim(
     rules: ClaimRules,
     key: Option<&str>,
 ) -> Result<DeliveryClaim, tokio_postgres::Error> {
-    let ClaimRules { batch, lease, max_attempts, policy } = rules;
+    let ClaimRules { batch, lease, max_attempts, policy, order } = rules;
     let expired = sql::query(client, &EXPIRE_LEASES, &[&max_attempts]).await?;
     let (mut uncertain, mut buried) = (Vec::new(), Vec::new());
     for row in &expired {
@@ -112,9 +126,15 @@ pub async fn claim(
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
     let resend = policy == UncertainPolicy::Resend;
-    static ALL: LazyLock<String> = LazyLock::new(|| claim_sql(CLAIM_FILTER_ALL));
-    static BY_KEY: LazyLock<String> = LazyLock::new(|| claim_sql(CLAIM_FILTER_KEY));
-    let statement: &str = if key.is_some() { &BY_KEY } else { &ALL };
+    static ALL: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::Fair, CLAIM_FILTER_ALL));
+    static ALL_OLDEST_FIRST: LazyLock<String> =
+        LazyLock::new(|| claim_sql(ClaimOrder::OldestFirst, CLAIM_FILTER_ALL));
+    static BY_KEY: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::Fair, CLAIM_FILTER_KEY));
+    let statement: &str = match (key, order) {
+        (Some(_), _) => &BY_KEY,
+        (None, ClaimOrder::Fair) => &ALL,
+        (None, ClaimOrder::OldestFirst) => &ALL_OLDEST_FIRST,
+    };
     let rows = sql::query(client, statement, &[&batch, &token, &lease_ms, &resend, &key]).await?;
     let rows = rows
         .iter()
@@ -151,6 +171,8 @@ pub struct Mark<'a> {
     pub due: Due,
     /// The contact policy let it through inside quiet hours (`sent` only).
     pub bypassed_quiet_hours: bool,
+    /// A hold (`retry` only): the provider was unavailable or throttling, the attempt is given back.
+    pub held: bool,
 }
 
 /// When a marked row is due again.
@@ -197,7 +219,7 @@ static MARK: LazyLock<String> = LazyLock::new(|| {
              sent_at = CASE WHEN $3 = '{done}' THEN now() ELSE sent_at END, \
              available_at = CASE WHEN $3 = '{retry}' THEN {after} \
                  WHEN $3 = '{held}' THEN $8::timestamptz ELSE available_at END, \
-             attempts = CASE WHEN $3 = '{held}' THEN {give_back} ELSE attempts END, \
+             attempts = CASE WHEN $3 = '{held}' OR $10 THEN {give_back} ELSE attempts END, \
              quiet_hours_bypassed = quiet_hours_bypassed OR $9, {release} \
          WHERE id = $1 AND {fence} RETURNING id",
         done = queue.stored.done,
@@ -237,6 +259,7 @@ pub async fn mark(
             &delay_ms,
             &at,
             &mark.bypassed_quiet_hours,
+            &mark.held,
         ],
     )
     .await?;

@@ -48,12 +48,18 @@
 //! - **Retry policy** ([`RetryPolicy`]): exponential backoff with jitter, or a fixed schedule, and
 //!   one attempt ceiling.
 //!
+//! - **Fair pick** ([`Queue::fair_pick`]): a claim takes rows by priority, then in turns across the
+//!   workspaces with due rows (weighted by `workspaces.delivery_weight`), then oldest first.
+//! - **Pace** ([`rate`]): a provider's rate is one token bucket per provider and region in
+//!   PostgreSQL, shared by every sender; a throttling answer is a hold and slows the bucket.
+//!
 //! Custody restarts ([`crate::housekeeping::reconcile`]) count restarts against their own ceiling
 //! with [`exhausted`].
 
 mod backoff;
 pub mod operator;
 mod policy;
+pub mod rate;
 pub mod sql;
 
 pub use backoff::{Backoff, Jitter};

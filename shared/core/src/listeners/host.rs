@@ -17,7 +17,7 @@
 //! - Every run is bounded by its [`Deadline`]: none starts at or after its last start, a run still in
 //!   its transaction when its time is up is abandoned (rolled back) and reported as such, and the
 //!   after-commit step starts no call it cannot finish before that time — the delivery sender's own
-//!   rule ([`Sender::send_key_within`]: the provider timeout plus `SEND_MARGIN`) and the webhook
+//!   rule ([`Sender::send_key_within`]: the provider timeout, the token wait and `SEND_MARGIN`) and the webhook
 //!   sender's ([`WebhookSender::step_bound`]: one attempt and its marks). A call cut off after the
 //!   provider or the receiver accepted it would leave the row to be sent a second time.
 //! - The after-commit step is awaited under the same time bound, but a run whose transaction

@@ -30,6 +30,8 @@ pub struct NewNotification {
     pub recipient_id: Ulid,
     /// A template id such as `appointment.booking_confirmation`.
     pub template: &'static str,
+    /// How soon it should go out ([`crate::delivery::Priority::of`]).
+    pub priority: crate::delivery::Priority,
 }
 
 impl NewNotification {
@@ -46,6 +48,7 @@ impl NewNotification {
             recipient_kind: self.recipient_kind,
             recipient_id: self.recipient_id,
             template: self.template,
+            priority: self.priority,
         }
     }
 }

@@ -269,6 +269,7 @@ async fn notify_about_appointment(
         recipient_kind,
         recipient_id,
         template: notice.template,
+        priority: crate::delivery::Priority::of(notice.template, appointment.starts_at, chrono::Utc::now()),
     };
     let (disclosed, notified) = futures::future::join(disclosed, notifier.notify(tx, &notification)).await;
     disclosed?;

@@ -30,7 +30,10 @@ pub struct Claimed {
 /// claimed under `$2` with a lease of `$3` ms; `$4` restricts to one event (the first attempt right
 /// after the fan-out), `$5` is the attempt ceiling, `$6` the cap of attempts in flight per endpoint:
 /// an endpoint's due rows are ranked oldest first and only as many are taken as its leased `sending`
-/// rows leave room for, so one receiver that never answers holds at most `$6` of the batch.
+/// rows leave room for, so one receiver that never answers holds at most `$6` of the batch. Among
+/// those, the lease queue's fair pick takes turns across workspaces (oldest first within each). All
+/// deliveries have one priority: reordering a receiver's events by kind would deliver an
+/// appointment's cancellation before its creation.
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
     let queue = WEBHOOK_DELIVERIES;
     format!(
@@ -43,9 +46,7 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
            FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
            LEFT JOIN in_flight f ON f.endpoint_id = d.endpoint_id \
            WHERE {due} AND ($4::uuid IS NULL OR d.event_id = $4) AND NOT ({exhausted})), \
-         due AS ( \
-           SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6 \
-           ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
+         due AS ({pick}) \
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
          RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url",
@@ -54,6 +55,13 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
         due = queue.due("d"),
         exhausted = queue.exhausted("d", "$5"),
         claim = queue.claim_set("d", "$2", "$3", None),
+        pick = queue.fair_pick(
+            "SELECT d.id, d.workspace_id, 0 AS priority, d.available_at \
+             FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6",
+            &format!("{} AND NOT ({})", queue.due("t"), queue.exhausted("t", "$5")),
+            "",
+            "$1"
+        ),
     )
 });
 

@@ -54,7 +54,7 @@ impl Provider for Scripted {
         self.calls.lock().unwrap().push((message.idempotency_key.clone(), message.body.clone()));
         tokio::time::sleep(self.delay).await;
         if self.failing.load(Ordering::SeqCst) {
-            return Err(ProviderError::retryable("provider_throttled"));
+            return Err(ProviderError::retryable("provider_unreachable"));
         }
         Ok(Accepted { provider_message_id: format!("m-{}", message.idempotency_key) })
     }
@@ -163,7 +163,7 @@ async fn fail_once_then(
     let provider = Scripted::new(Duration::ZERO, true);
     let sender = sender(fx, &provider, config(6));
     sender.step_due().await.unwrap();
-    assert_eq!(delivery(fx, id).await.0, "retry", "waiting in retry (throttled)");
+    assert_eq!(delivery(fx, id).await.0, "retry", "waiting in retry (provider unreachable)");
     change.await;
     provider.set_failing(false);
     step_until(fx, &sender, id, &["stale", "sent", "dead"]).await;
@@ -184,7 +184,7 @@ async fn a_booking_confirmation_waiting_in_retry_is_not_sent_after_the_appointme
     let (status, _, code) = delivery(&fx, id).await;
     assert_eq!(status, "stale", "never sent once the appointment was cancelled");
     assert_eq!(code.as_deref(), Some("appointment_not_booked"));
-    assert_eq!(provider.calls().len(), 1, "only the throttled try reached the provider");
+    assert_eq!(provider.calls().len(), 1, "only the failed try reached the provider");
 
     // An operator retry of the stale notification answers 409 naming why and writes nothing.
     match retry(&fx, id).await {

@@ -4,9 +4,11 @@
 mod claim_floor;
 mod custody;
 mod delivery_lease;
+mod delivery_pace;
 mod delivery_policy;
 mod delivery_rules;
 mod dispatch_local;
+mod fair_claim;
 mod lease_fence;
 mod listeners_pointer;
 mod listeners_workflows;

@@ -74,6 +74,13 @@ async fn every_body_is_a_cloudevent_with_the_required_attributes() {
             assert_eq!(time, envelope.occurred_at);
             assert_eq!(json["data"]["type"], "appointment.created");
             assert_eq!(listener_attribute(message).as_deref(), Some(listener.as_str()));
+            // A standard queue used as a fair queue: the message group is the workspace.
+            let attributes = message.attributes().unwrap();
+            assert_eq!(
+                attributes.get(&MessageSystemAttributeName::MessageGroupId).map(String::as_str),
+                Some(envelope.workspace_id.to_string().as_str()),
+                "{listener}"
+            );
             let (parsed_listener, parsed) = parse_message(body).unwrap();
             assert_eq!((parsed_listener, &parsed), (listener, envelope));
         }
