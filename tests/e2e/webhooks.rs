@@ -176,6 +176,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     assert_eq!(first["body"]["type"], "clinic.appointment.created.v1");
     assert_eq!(first["body"]["specversion"], "1.0");
     assert_eq!(first["body"]["subject"], appointment.as_str());
+    assert_eq!(first["body"]["sequence"], "0000000000000000001", "the endpoint's first delivery");
     let delivery_id: String = {
         let conn = app.db.pool.get().await.unwrap();
         let row = conn.query_one("SELECT id, status, attempts FROM webhook_deliveries", &[]).await.unwrap();
@@ -236,6 +237,9 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     send_until(&sender, &receiver, "the recovered delivery", |r| r.len() >= 4).await;
     let received = receiver.received().await;
     assert_eq!(received[2]["id"], received[3]["id"], "a resend keeps its webhook-id");
+    assert_eq!(received[1]["body"]["sequence"], "0000000000000000002");
+    assert_eq!(received[2]["body"]["sequence"], "0000000000000000003");
+    assert_eq!(received[3]["body"]["sequence"], received[2]["body"]["sequence"], "and its number");
     assert_eq!(received[3]["verified"], json!([true, true]));
     assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status <> 'delivered'").await, 0);
 

@@ -265,6 +265,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "event_trace_context",
         sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
     },
+    Migration {
+        version: 24,
+        name: "verifiable_subscriptions",
+        sql: include_str!("../../../migrations/V24__verifiable_subscriptions.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

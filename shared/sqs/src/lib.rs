@@ -53,11 +53,14 @@ pub use transport::SqsTransport;
 
 /// The body of a webhook delivery: the identifier-only CloudEvent the queues carry, from the one
 /// builder (`to_published_event`, which [`to_cloud_event`] extends), without the internal `listener`
-/// extension.
+/// extension and with the delivery's number as the `sequence` extension.
 pub fn webhook_body(source_prefix: &str) -> clinic_core::webhooks::BodyFn {
     let prefix = source_prefix.to_owned();
-    std::sync::Arc::new(move |envelope: &clinic_core::events::Envelope| {
-        let event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
-        serde_json::to_vec(&event).unwrap_or_default()
-    })
+    std::sync::Arc::new(
+        move |envelope: &clinic_core::events::Envelope, sequence: clinic_core::webhooks::store::Sequence| {
+            let mut event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
+            event.sequence = Some(sequence.to_wire());
+            serde_json::to_vec(&event).unwrap_or_default()
+        },
+    )
 }

@@ -1,6 +1,10 @@
 //! The fan-out: one delivery per (endpoint subscribed to the event's type, event), written in the
 //! `webhook_fan_out` listener's receipt transaction. `UNIQUE(endpoint_id, event_id)` makes a
-//! duplicate run create nothing; rows carry ids and the type name only.
+//! duplicate run create nothing; rows carry ids, the type name and the delivery's number only.
+//!
+//! Numbering (DESIGN.md §5f): each endpoint numbers its deliveries 1, 2, 3 … with no gap and no
+//! reuse, assigned here in the fan-out's transaction ([`insert_sql`]); the number never changes
+//! afterwards, so every attempt, recover and replay carries the same one.
 //!
 //! A disabled endpoint gets its deliveries too: they are **held** (created `pending`, never claimed,
 //! no attempt spent while it is off — the sender's claim joins enabled endpoints only) and go out once
@@ -23,12 +27,25 @@ pub const HOLD_DAYS: u32 = 30;
 pub const SUBSCRIBED: &str = "(w.enabled OR w.disabled_at > now() - interval '30 days') \
      AND (w.event_types = '{}' OR $2::text = ANY (w.event_types))";
 
+/// Numbers and inserts in one statement. The subscribed endpoints are locked in id order (so two
+/// fan-outs of one workspace cannot deadlock), each takes its next number from `last_sequence`, and
+/// the delivery is inserted with it; the row locks are held until the listener's transaction commits,
+/// so concurrent fan-outs to one endpoint number in commit order, and a rolled-back fan-out gives its
+/// numbers back (no gap, no reuse). An endpoint that already has a delivery of the event is skipped
+/// (a duplicate run takes no number); a concurrent duplicate run fails on `UNIQUE(endpoint_id,
+/// event_id)` and is retried like any listener error, taking no number either.
 fn insert_sql() -> String {
     format!(
-        "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
-         SELECT gen_random_uuid(), w.id, w.workspace_id, $3, $2 FROM webhook_endpoints w \
-         WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
-         ON CONFLICT (endpoint_id, event_id) DO NOTHING"
+        "WITH locked AS ( \
+           SELECT w.id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
+           ORDER BY w.id FOR UPDATE), \
+         numbered AS ( \
+           UPDATE webhook_endpoints w SET last_sequence = w.last_sequence + 1 FROM locked \
+           WHERE w.id = locked.id AND NOT EXISTS ( \
+             SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.event_id = $3) \
+           RETURNING w.id, w.workspace_id, w.last_sequence) \
+         INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, sequence) \
+         SELECT gen_random_uuid(), id, workspace_id, $3, $2, last_sequence FROM numbered"
     )
 }
 

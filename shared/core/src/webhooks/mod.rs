@@ -42,6 +42,7 @@ pub mod fanout;
 pub mod guard;
 pub mod secret_box;
 pub mod sender;
+pub mod sequence;
 pub mod signing;
 pub mod store;
 

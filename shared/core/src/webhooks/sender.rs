@@ -42,7 +42,7 @@ use super::client::{self, Signed, Timeouts};
 use super::endpoints;
 use super::guard::{self, Egress, Resolve, SystemResolver};
 use super::secret_box::WebhookKey;
-use super::store::{self, AttemptRecord, Claimed, Next};
+use super::store::{self, AttemptRecord, Claimed, Next, Sequence};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
@@ -50,9 +50,9 @@ use crate::lease::{RetryPolicy, Verdict};
 use crate::listeners::{Listener, ListenerOutcome};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
-/// builder, `events::cloudevent::to_published_event`, without the `listener` extension; injected as
-/// `clinic_sqs::webhook_body`).
-pub type BodyFn = Arc<dyn Fn(&Envelope) -> Vec<u8> + Send + Sync>;
+/// builder, `events::cloudevent::to_published_event`, without the `listener` extension and with the
+/// delivery's number as the `sequence` extension; injected as `clinic_sqs::webhook_body`).
+pub type BodyFn = Arc<dyn Fn(&Envelope, Sequence) -> Vec<u8> + Send + Sync>;
 
 /// Delays before attempt 2, 3, … 8.
 pub const SCHEDULE: [Duration; 7] = [
@@ -413,7 +413,7 @@ impl WebhookSender {
             .await
             .map_err(|_| ("resolve_timeout", true))?
             .map_err(|refused| (refused.code(), true))?;
-        let body = (self.body)(envelope);
+        let body = (self.body)(envelope, delivery.sequence);
         #[cfg(feature = "testing")]
         crate::contract::capture::record("webhook", || &body[..]);
         let id = delivery.id.to_string();

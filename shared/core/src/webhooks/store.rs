@@ -14,6 +14,8 @@ use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::ActionKind;
 use crate::lease::WEBHOOK_DELIVERIES;
 
+pub use super::sequence::Sequence;
+
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
@@ -24,6 +26,8 @@ pub struct Claimed {
     /// Attempts including this one.
     pub attempts: i32,
     pub url: String,
+    /// The delivery's number in its endpoint's sequence (fixed at the fan-out).
+    pub sequence: Sequence,
 }
 
 /// Due deliveries of enabled endpoints (pending, retry whose time came, sending whose lease ended),
@@ -48,7 +52,7 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
            ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
-         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url",
+         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence",
         leased = queue.stored.leased,
         running = queue.lease_running(""),
         due = queue.due("d"),
@@ -77,6 +81,7 @@ pub async fn claim(
             event_id: row.get(3),
             attempts: row.get(4),
             url: row.get(5),
+            sequence: Sequence(row.get(6)),
         })
         .collect())
 }
@@ -232,6 +237,8 @@ pub async fn recover(
 pub struct DeliveryItem {
     pub id: WebhookDeliveryId,
     pub endpoint_id: WebhookEndpointId,
+    /// The delivery's number in its endpoint's sequence.
+    pub sequence: i64,
     pub event_id: EventId,
     pub event_type: String,
     pub status: String,
@@ -243,7 +250,7 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str = "SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
+const LIST: &str = "SELECT d.id, d.endpoint_id, d.sequence, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
        d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, d.delivered_at, \
        d.created_at \
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
@@ -266,15 +273,16 @@ pub async fn list(
         .map(|row| DeliveryItem {
             id: row.get(0),
             endpoint_id: row.get(1),
-            event_id: row.get(2),
-            event_type: row.get(3),
-            status: row.get(4),
-            attempts: row.get(5),
-            last_status: row.get(6),
-            last_error_code: row.get(7),
-            next_attempt_at: row.get(8),
-            delivered_at: row.get(9),
-            created_at: row.get(10),
+            sequence: row.get(2),
+            event_id: row.get(3),
+            event_type: row.get(4),
+            status: row.get(5),
+            attempts: row.get(6),
+            last_status: row.get(7),
+            last_error_code: row.get(8),
+            next_attempt_at: row.get(9),
+            delivered_at: row.get(10),
+            created_at: row.get(11),
         })
         .collect())
 }
