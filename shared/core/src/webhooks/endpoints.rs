@@ -30,6 +30,10 @@ use crate::events::EventType;
 use crate::ids::{WebhookEndpointId, WorkspaceId};
 
 const MAX_EVENT_TYPES: usize = 20;
+/// Heartbeat interval when none is asked for (seconds; 0 = no heartbeats).
+pub const DEFAULT_HEARTBEAT_SECONDS: i32 = 300;
+/// The longest heartbeat interval (a day).
+pub const MAX_HEARTBEAT_SECONDS: i32 = 86_400;
 const MAX_DESCRIPTION: usize = 200;
 /// The longest rotation overlap an admin may ask for.
 pub const MAX_OVERLAP_HOURS: i64 = 168;
@@ -51,6 +55,13 @@ pub struct Endpoint {
     /// While set, the previous secret still signs (rotation overlap).
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
     pub failing_since: Option<DateTime<Utc>>,
+    /// What the receiver is told (heartbeats carry it): `active`, `error` (failing for longer than
+    /// the sender's threshold) or `off` (disabled).
+    pub status: String,
+    /// The number of the endpoint's last delivery (0: none yet); deliveries are numbered 1, 2, 3 …
+    pub last_sequence: i64,
+    /// A signed heartbeat is sent after this many seconds without any attempt (0: never).
+    pub heartbeat_seconds: i32,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -84,6 +95,7 @@ pub struct NewEndpoint {
     pub url: String,
     pub description: String,
     pub event_types: Vec<EventType>,
+    pub heartbeat_seconds: i32,
 }
 
 /// An update (`PATCH`): any subset.
@@ -93,6 +105,7 @@ pub struct EndpointChange {
     pub description: Option<String>,
     pub event_types: Option<Vec<EventType>>,
     pub enabled: Option<bool>,
+    pub heartbeat_seconds: Option<i32>,
 }
 
 impl EndpointChange {
@@ -104,6 +117,7 @@ impl EndpointChange {
             (self.description.is_some(), "description"),
             (self.event_types.is_some(), "eventTypes"),
             (self.enabled.is_some(), "enabled"),
+            (self.heartbeat_seconds.is_some(), "heartbeatSeconds"),
         ] {
             if set {
                 fields.push(name);
@@ -142,6 +156,20 @@ fn description_field(value: &Value) -> Result<String, FieldError> {
     Ok(text.to_owned())
 }
 
+fn heartbeat_field(value: &Value) -> Result<i32, FieldError> {
+    value
+        .as_number()
+        .and_then(input::integer)
+        .and_then(|n| i32::try_from(n).ok())
+        .filter(|n| (0..=MAX_HEARTBEAT_SECONDS).contains(n))
+        .ok_or_else(|| {
+            FieldError::new(
+                "heartbeatSeconds",
+                format!("must be a whole number of seconds, 0 (no heartbeats) to {MAX_HEARTBEAT_SECONDS}"),
+            )
+        })
+}
+
 fn event_types_field(value: &Value) -> Result<Vec<EventType>, FieldError> {
     let bad = || FieldError::new("eventTypes", "must be a list of event type names (empty: every type)");
     let items = value.as_array().ok_or_else(bad)?;
@@ -165,11 +193,16 @@ impl TryFrom<&Value> for NewEndpoint {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes"])?;
+        reject_unknown(map, &["url", "description", "eventTypes", "heartbeatSeconds"])?;
         let url = url_field(map.get("url").ok_or_else(|| FieldError::new("url", "is required"))?)?;
         let description = map.get("description").map(description_field).transpose()?.unwrap_or_default();
         let event_types = map.get("eventTypes").map(event_types_field).transpose()?.unwrap_or_default();
-        Ok(NewEndpoint { url, description, event_types })
+        let heartbeat_seconds = map
+            .get("heartbeatSeconds")
+            .map(heartbeat_field)
+            .transpose()?
+            .unwrap_or(DEFAULT_HEARTBEAT_SECONDS);
+        Ok(NewEndpoint { url, description, event_types, heartbeat_seconds })
     }
 }
 
@@ -178,12 +211,13 @@ impl TryFrom<&Value> for EndpointChange {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes", "enabled"])?;
+        reject_unknown(map, &["url", "description", "eventTypes", "enabled", "heartbeatSeconds"])?;
         let change = EndpointChange {
             url: map.get("url").map(url_field).transpose()?,
             description: map.get("description").map(description_field).transpose()?,
             event_types: map.get("eventTypes").map(event_types_field).transpose()?,
             enabled: input::boolean("enabled", map.get("enabled"))?,
+            heartbeat_seconds: map.get("heartbeatSeconds").map(heartbeat_field).transpose()?,
         };
         if change.fields().is_empty() {
             return Err(FieldError::new("body", "names no field to change"));
@@ -198,7 +232,8 @@ fn names(types: &[EventType]) -> Vec<String> {
 
 const COLUMNS: &str =
     "id, workspace_id, url, description, event_types, enabled, disabled_at, disabled_reason, \
-     previous_expires_at, failing_since, version, created_at, updated_at";
+     previous_expires_at, failing_since, status, last_sequence, heartbeat_seconds, version, created_at, \
+     updated_at";
 
 fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
     Endpoint {
@@ -212,6 +247,9 @@ fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
         disabled_reason: row.get("disabled_reason"),
         previous_secret_expires_at: row.get("previous_expires_at"),
         failing_since: row.get("failing_since"),
+        status: row.get("status"),
+        last_sequence: row.get("last_sequence"),
+        heartbeat_seconds: row.get("heartbeat_seconds"),
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
@@ -246,14 +284,22 @@ pub async fn create(
     let id = WebhookEndpointId::generate();
     let secret = Secret::generate();
     let insert = format!(
-        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret, \
+           heartbeat_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
     );
     let types = names(&new.event_types);
     let row = sql::query_one(
         client,
         &insert,
-        &[&id, &workspace, &new.url, &new.description, &types, &key.seal(id, &secret)],
+        &[
+            &id,
+            &workspace,
+            &new.url,
+            &new.description,
+            &types,
+            &key.seal(id, &secret),
+            &new.heartbeat_seconds,
+        ],
     )
     .await?;
     audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
@@ -280,16 +326,22 @@ pub async fn get(
         .ok_or(DomainError::NotFound)
 }
 
-const UPDATE: &str = "UPDATE webhook_endpoints SET \
+/// The row is locked first so the status it had before the change can be audited.
+const UPDATE: &str = "WITH before AS ( \
+       SELECT id, status AS previous_status FROM webhook_endpoints \
+       WHERE workspace_id = $1 AND id = $2 FOR UPDATE) \
+     UPDATE webhook_endpoints w SET \
        url = COALESCE($3, url), description = COALESCE($4, description), \
        event_types = COALESCE($5, event_types), \
+       heartbeat_seconds = COALESCE($7, heartbeat_seconds), \
        enabled = COALESCE($6, enabled), \
+       status = CASE WHEN $6 IS NULL THEN status WHEN $6 THEN 'active' ELSE 'off' END, \
        disabled_at = CASE WHEN $6 IS NULL THEN disabled_at WHEN $6 THEN NULL ELSE COALESCE(disabled_at, now()) END, \
        disabled_reason = CASE WHEN $6 IS NULL THEN disabled_reason WHEN $6 THEN NULL \
                               ELSE COALESCE(disabled_reason, 'operator') END, \
        failing_since = CASE WHEN $6 THEN NULL ELSE failing_since END, \
        version = version + 1, updated_at = now() \
-     WHERE workspace_id = $1 AND id = $2 RETURNING ";
+     FROM before WHERE w.id = before.id RETURNING before.previous_status, ";
 
 /// Applies `change`; enabling clears the failure clock, disabling keeps pending deliveries.
 pub async fn update(
@@ -300,11 +352,22 @@ pub async fn update(
     actor: &str,
 ) -> DomainResult<Endpoint> {
     let types = change.event_types.as_deref().map(names);
-    let statement = format!("{UPDATE}{COLUMNS}");
+    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns: Vec<String> = COLUMNS.split(',').map(|c| format!("w.{}", c.trim())).collect();
+        format!("{UPDATE}{}", columns.join(", "))
+    });
     let row = sql::query_opt(
         client,
-        &statement,
-        &[&workspace, &id, &change.url, &change.description, &types, &change.enabled],
+        &STATEMENT,
+        &[
+            &workspace,
+            &id,
+            &change.url,
+            &change.description,
+            &types,
+            &change.enabled,
+            &change.heartbeat_seconds,
+        ],
     )
     .await?
     .ok_or(DomainError::NotFound)?;
@@ -314,7 +377,25 @@ pub async fn update(
         _ => "update",
     };
     audit(client, workspace, id, action, actor, json!({ "fields": change.fields() })).await?;
-    Ok(endpoint(&row))
+    let updated = endpoint(&row);
+    let previous: String = row.get("previous_status");
+    audit_status(client, workspace, id, &previous, &updated.status, actor).await?;
+    Ok(updated)
+}
+
+/// Audits a status change (`from` → `to`, codes only); nothing when the status stayed.
+pub async fn audit_status(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+    from: &str,
+    to: &str,
+    actor: &str,
+) -> Result<(), tokio_postgres::Error> {
+    if from == to {
+        return Ok(());
+    }
+    audit(client, workspace, id, "status", actor, json!({ "from": from, "to": to })).await
 }
 
 /// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).

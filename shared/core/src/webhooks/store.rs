@@ -179,31 +179,66 @@ pub async fn mark(
     Ok(marked == 1)
 }
 
-/// A success clears the endpoint's failure clock; a failure starts it (when not running).
-const HEALTH: &str = "UPDATE webhook_endpoints SET failing_since = CASE WHEN $2 THEN NULL \
-       ELSE COALESCE(failing_since, now()) END \
-     WHERE id = $1 AND (failing_since IS NULL) <> $2";
+/// After any attempt to the endpoint (a delivery's or a heartbeat's; `$2`: it succeeded): a success
+/// clears the failure clock and makes the status `active`; a failure starts the clock (when not
+/// running) and makes the status `error` once the clock is older than `$3` seconds. Every attempt
+/// restarts the heartbeat clock (`last_contact_at`). Answers the workspace and the status before and
+/// after (the caller audits a change).
+const HEALTH: &str = "WITH before AS (SELECT id, status FROM webhook_endpoints WHERE id = $1 FOR UPDATE) \
+     UPDATE webhook_endpoints w SET \
+       failing_since = CASE WHEN $2 THEN NULL ELSE COALESCE(w.failing_since, now()) END, \
+       last_contact_at = now(), \
+       status = CASE WHEN NOT w.enabled THEN 'off' WHEN $2 THEN 'active' \
+                     WHEN COALESCE(w.failing_since, now()) <= now() - $3::float8 * interval '1 second' \
+                       THEN 'error' \
+                     ELSE w.status END \
+     FROM before WHERE w.id = before.id \
+     RETURNING w.workspace_id, before.status, w.status";
 
-/// Disables endpoints failing for longer than `$1` hours; answers the ones it disabled.
-const AUTO_DISABLE: &str = "UPDATE webhook_endpoints SET enabled = false, disabled_at = now(), \
+/// Disables endpoints failing for longer than `$1` hours (status `off`); answers the ones it
+/// disabled with the status each had.
+const AUTO_DISABLE: &str = "WITH before AS ( \
+       SELECT id, status FROM webhook_endpoints \
+       WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' FOR UPDATE SKIP LOCKED) \
+     UPDATE webhook_endpoints w SET enabled = false, disabled_at = now(), status = 'off', \
        disabled_reason = 'failing', version = version + 1, updated_at = now() \
-     WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' \
-     RETURNING id, workspace_id";
+     FROM before WHERE w.id = before.id \
+     RETURNING w.id, w.workspace_id, before.status";
 
+/// Records an attempt's health and audits a status change it caused (actor `system`).
 pub async fn record_health(
     client: &impl GenericClient,
     endpoint: WebhookEndpointId,
     ok: bool,
+    error_after: std::time::Duration,
 ) -> Result<(), tokio_postgres::Error> {
-    sql::execute(client, HEALTH, &[&endpoint, &ok]).await.map(|_| ())
+    let seconds = error_after.as_secs_f64();
+    if let Some(row) = sql::query_opt(client, HEALTH, &[&endpoint, &ok, &seconds]).await? {
+        let (workspace, from, to): (WorkspaceId, String, String) = (row.get(0), row.get(1), row.get(2));
+        super::endpoints::audit_status(client, workspace, endpoint, &from, &to, "system").await?;
+        if from != to {
+            tracing::info!(endpoint_id = %endpoint, from = %from, to = %to, "webhook endpoint status changed");
+        }
+    }
+    Ok(())
+}
+
+/// An endpoint the automatic disable turned off, with the status it had.
+pub struct AutoDisabled {
+    pub endpoint: WebhookEndpointId,
+    pub workspace: WorkspaceId,
+    pub previous_status: String,
 }
 
 pub async fn auto_disable(
     client: &impl GenericClient,
     after_hours: f64,
-) -> Result<Vec<(WebhookEndpointId, WorkspaceId)>, tokio_postgres::Error> {
+) -> Result<Vec<AutoDisabled>, tokio_postgres::Error> {
     let rows = sql::query(client, AUTO_DISABLE, &[&after_hours]).await?;
-    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    Ok(rows
+        .iter()
+        .map(|row| AutoDisabled { endpoint: row.get(0), workspace: row.get(1), previous_status: row.get(2) })
+        .collect())
 }
 
 /// An operator retry (the lease queue's, [`WEBHOOK_ACTIONS`]: a fresh attempt budget) of every

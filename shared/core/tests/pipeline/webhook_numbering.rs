@@ -26,7 +26,10 @@ async fn endpoint(fx: &Fixture, path: &str) -> clinic_core::ids::WebhookEndpoint
 async fn numbers(fx: &Fixture, endpoint: clinic_core::ids::WebhookEndpointId) -> (Vec<i64>, i64) {
     let client = fx.db.client().await;
     let rows = client
-        .query("SELECT sequence FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY sequence", &[&endpoint])
+        .query(
+            "SELECT sequence FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY sequence",
+            &[&endpoint],
+        )
         .await
         .unwrap();
     let last: i64 = client
