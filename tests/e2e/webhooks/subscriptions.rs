@@ -125,3 +125,112 @@ async fn heartbeats_carry_status_and_last_number_and_status_changes_are_audited(
     assert_eq!(changes[0].0, "system");
     drop(receiver.child);
 }
+
+/// Replay by number: every numbered delivery after N, in order, whatever its state, for an admin or
+/// a partner's read-only `integration` token of the workspace — a token that can call nothing else.
+#[tokio::test]
+async fn replay_by_number_answers_the_numbered_deliveries_to_admins_and_integration_tokens_only() {
+    let (app, sender, dispatcher) = loopback_app_with(|_| {}).await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let (receiver, path) = super::receiving_endpoint(&app).await;
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient = app.create_patient(&staff, json!({"givenName": "Replaya", "familyName": "Numbers"})).await;
+    let mut booked = Vec::new();
+    for day in 1..=2 {
+        let (starts, ends) = (format!("2031-09-0{day}T09:00:00Z"), format!("2031-09-0{day}T09:30:00Z"));
+        booked.push(app.book(&staff, &patient, &practitioner, &starts, &ends).await["id"].clone());
+    }
+    dispatcher.drain_once().await.unwrap();
+    super::send_until(&sender, &receiver, "two deliveries", |r| r.len() >= 2).await;
+    let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
+    assert_eq!(off.status, 200, "{}", off.text);
+    for day in 3..=5 {
+        let (starts, ends) = (format!("2031-09-0{day}T09:00:00Z"), format!("2031-09-0{day}T09:30:00Z"));
+        booked.push(app.book(&staff, &patient, &practitioner, &starts, &ends).await["id"].clone());
+    }
+    dispatcher.drain_once().await.unwrap();
+
+    let integration = clinic_testkit::app::token(
+        app.workspace.id,
+        ulid::Ulid::generate(),
+        clinic_http::auth::Role::Integration,
+    );
+    for token in [&admin, &integration] {
+        let all = app.call("GET", &format!("{path}/events"), Some(token), None).await;
+        assert_eq!(all.status, 200, "{}", all.text);
+        assert_eq!(all.body["lastSequence"], 5);
+        assert_eq!(all.body["status"], "off");
+        assert_eq!(all.body["nextAfter"], Value::Null);
+        let items = all.body["items"].as_array().unwrap();
+        let numbers: Vec<i64> = items.iter().map(|i| i["sequence"].as_i64().unwrap()).collect();
+        assert_eq!(numbers, vec![1, 2, 3, 4, 5], "{}", all.text);
+        let statuses: Vec<&str> = items.iter().map(|i| i["status"].as_str().unwrap()).collect();
+        assert_eq!(statuses, vec!["delivered", "delivered", "pending", "pending", "pending"]);
+        // Numbered in the order the fan-outs committed (not necessarily the events' order): each
+        // booking once, identified by its appointment.
+        let mut subjects: Vec<String> = items.iter().map(|i| i["resourceId"].to_string()).collect();
+        subjects.sort();
+        let mut expected: Vec<String> = booked.iter().map(Value::to_string).collect();
+        expected.sort();
+        assert_eq!(subjects, expected);
+        assert!(items.iter().all(|i| i["type"] == "clinic.appointment.created.v1"));
+        assert!(!all.text.contains("Replaya") && !all.text.contains("Numbers"), "ids only: {}", all.text);
+    }
+    // The replayed number is the one the body carried.
+    let received = receiver.received().await;
+    let replayed = app.call("GET", &format!("{path}/events?after=1&limit=1"), Some(&integration), None).await;
+    assert_eq!(replayed.body["items"][0]["webhookId"], received[1]["id"]);
+    assert_eq!(received[1]["body"]["sequence"], "0000000000000000002");
+    assert_eq!(replayed.body["nextAfter"], 2, "a full page says where to go on");
+    let page = app.call("GET", &format!("{path}/events?after=2&limit=2"), Some(&admin), None).await;
+    let numbers: Vec<i64> =
+        page.body["items"].as_array().unwrap().iter().map(|i| i["sequence"].as_i64().unwrap()).collect();
+    assert_eq!(numbers, vec![3, 4]);
+    let tail = app.call("GET", &format!("{path}/events?after=5"), Some(&admin), None).await;
+    assert_eq!(tail.body["items"], json!([]));
+
+    // Bad parameters: 400 naming the parameter.
+    for (query, field) in [
+        ("after=-1", "after"),
+        ("after=x", "after"),
+        ("limit=0", "limit"),
+        ("limit=101", "limit"),
+        ("limit=", "limit"),
+    ] {
+        let refused = app.call("GET", &format!("{path}/events?{query}"), Some(&admin), None).await;
+        assert_eq!(refused.status, 400, "{query}: {}", refused.text);
+        assert!(refused.text.contains(field), "{query}: {}", refused.text);
+    }
+    let malformed = app.call("GET", "/v1/webhooks/endpoints/nope/events", Some(&admin), None).await;
+    assert_eq!(malformed.status, 400, "{}", malformed.text);
+
+    // The integration token reads this endpoint and its replay, nothing else; staff may not replay.
+    assert_eq!(app.call("GET", &path, Some(&integration), None).await.status, 200);
+    let appointment = format!("/v1/appointments/{}", booked[0].as_str().unwrap());
+    let patient_path = format!("/v1/patients/{}", patient["id"].as_str().unwrap());
+    for (method, route, body) in [
+        ("GET", "/v1/webhooks/endpoints".to_owned(), None),
+        ("PATCH", path.clone(), Some(json!({"enabled": true}))),
+        ("POST", format!("{path}/recover"), Some(json!({"since": "2031-01-01T00:00:00Z"}))),
+        ("GET", "/v1/webhooks/deliveries".to_owned(), None),
+        ("GET", appointment.clone(), None),
+        ("POST", format!("{appointment}/cancel"), Some(json!({}))),
+        ("GET", patient_path.clone(), None),
+        ("GET", "/v1/patients".to_owned(), None),
+        ("GET", "/v1/notifications".to_owned(), None),
+        ("GET", "/v1/system/outbox".to_owned(), None),
+    ] {
+        let answer = app.call(method, &route, Some(&integration), body).await;
+        assert_eq!(answer.status, 403, "{method} {route}: {}", answer.text);
+    }
+    assert_eq!(app.count("SELECT 1 FROM appointments WHERE status = 'cancelled'").await, 0);
+    assert_eq!(app.call("GET", &format!("{path}/events"), Some(&staff), None).await.status, 403);
+    // Another workspace's tokens see it as missing.
+    let other = app.add_workspace().await;
+    let foreign =
+        clinic_testkit::app::token(other.id, ulid::Ulid::generate(), clinic_http::auth::Role::Integration);
+    assert_eq!(app.call("GET", &format!("{path}/events"), Some(&foreign), None).await.status, 404);
+    assert_eq!(app.call("GET", &format!("{path}/events"), Some(&other.admin), None).await.status, 404);
+    drop(receiver.child);
+}
