@@ -234,3 +234,93 @@ async fn replay_by_number_answers_the_numbered_deliveries_to_admins_and_integrat
     assert_eq!(app.call("GET", &format!("{path}/events"), Some(&other.admin), None).await.status, 404);
     drop(receiver.child);
 }
+
+/// `payloadFormat: fhir-id-only`: a FHIR R5 `subscription-notification` Bundle per delivery (and per
+/// heartbeat), signed like every delivery, each body validated by the PyPI `fhir.resources` R5
+/// models in the receiver; identifiers only.
+#[tokio::test]
+async fn fhir_id_only_endpoints_get_valid_r5_subscription_notifications() {
+    let (app, sender, dispatcher) = loopback_app_with(|_| {}).await;
+    let admin = app.workspace.admin.clone();
+    let staff = app.workspace.staff.clone();
+    let receiver = Receiver::start(0, &[]).await;
+    let url = format!("http://127.0.0.1:{}/hook", receiver.port);
+    let refused = app
+        .call(
+            "POST",
+            "/v1/webhooks/endpoints",
+            Some(&admin),
+            Some(json!({"url": url, "payloadFormat": "hl7v2"})),
+        )
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text);
+    assert!(refused.text.contains("payloadFormat"), "{}", refused.text);
+
+    let body = json!({"url": url, "payloadFormat": "fhir-id-only", "heartbeatSeconds": 1});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    assert_eq!(created.body["payloadFormat"], "fhir-id-only");
+    let endpoint = created.body["id"].as_str().unwrap().to_owned();
+    let secret = created.body["secret"].as_str().unwrap().to_owned();
+    receiver.call("POST", "/_secrets", Some(json!({"secrets": [secret]}))).await;
+
+    let practitioner = app.create_practitioner(&staff).await;
+    let patient =
+        app.create_patient(&staff, json!({"givenName": "Fhirella", "familyName": "Quillworth"})).await;
+    let booked =
+        app.book(&staff, &patient, &practitioner, "2031-10-01T09:00:00Z", "2031-10-01T09:30:00Z").await;
+    dispatcher.drain_once().await.unwrap();
+    let notifications = |received: &[Value], kind: &str| -> Vec<Value> {
+        received.iter().filter(|r| r["body"]["entry"][0]["resource"]["type"] == kind).cloned().collect()
+    };
+    let received = until(&sender, "three notifications and a heartbeat", async || {
+        let received = receiver.received().await;
+        let enough = notifications(&received, "event-notification").len() >= 3
+            && !notifications(&received, "heartbeat").is_empty();
+        enough.then_some(received)
+    })
+    .await;
+    for record in &received {
+        assert_eq!(record["fhir"], "valid", "fhir.resources (R5) rejected it: {record:#}");
+        assert_eq!(record["verified"], json!([true]));
+        assert_eq!(record["contentType"], "application/fhir+json");
+        let bundle = &record["body"];
+        assert_eq!(bundle["resourceType"], "Bundle");
+        assert_eq!(bundle["type"], "subscription-notification");
+        let status = &bundle["entry"][0]["resource"];
+        assert_eq!(status["resourceType"], "SubscriptionStatus");
+        assert_eq!(status["status"], "active");
+        assert_eq!(status["subscription"]["reference"], format!("Subscription/{endpoint}"));
+    }
+    let mut focus: Vec<(String, String)> = notifications(&received, "event-notification")
+        .iter()
+        .map(|r| {
+            let status = &r["body"]["entry"][0]["resource"];
+            let event = &status["notificationEvent"][0];
+            assert_eq!(status["eventsSinceSubscriptionStart"], event["eventNumber"], "{status:#}");
+            (
+                event["eventNumber"].as_str().unwrap().to_owned(),
+                event["focus"]["reference"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    focus.sort();
+    let mut expected = vec![
+        format!("Practitioner/{}", practitioner["id"].as_str().unwrap()),
+        format!("Patient/{}", patient["id"].as_str().unwrap()),
+        format!("Appointment/{}", booked["id"].as_str().unwrap()),
+    ];
+    expected.sort();
+    let mut references: Vec<String> = focus.iter().map(|(_, r)| r.clone()).collect();
+    references.sort();
+    assert_eq!(references, expected, "one notification per event, focus by type and id");
+    let numbers: Vec<&str> = focus.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(numbers, vec!["1", "2", "3"], "integer64 event numbers, dense");
+    let beat = notifications(&received, "heartbeat").pop().unwrap();
+    let status = &beat["body"]["entry"][0]["resource"];
+    assert_eq!(status["eventsSinceSubscriptionStart"], "3", "{beat:#}");
+    assert!(status.get("notificationEvent").is_none());
+    let sent = serde_json::to_string(&received).unwrap();
+    assert!(!sent.contains("Fhirella") && !sent.contains("Quillworth"), "ids only");
+    drop(receiver.child);
+}

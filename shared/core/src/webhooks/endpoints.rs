@@ -62,6 +62,8 @@ pub struct Endpoint {
     pub last_sequence: i64,
     /// A signed heartbeat is sent after this many seconds without any attempt (0: never).
     pub heartbeat_seconds: i32,
+    /// `cloudevents` (the identifier-only CloudEvent) or `fhir-id-only` (a FHIR R5 Bundle).
+    pub payload_format: String,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -96,6 +98,7 @@ pub struct NewEndpoint {
     pub description: String,
     pub event_types: Vec<EventType>,
     pub heartbeat_seconds: i32,
+    pub payload_format: &'static str,
 }
 
 /// An update (`PATCH`): any subset.
@@ -106,6 +109,7 @@ pub struct EndpointChange {
     pub event_types: Option<Vec<EventType>>,
     pub enabled: Option<bool>,
     pub heartbeat_seconds: Option<i32>,
+    pub payload_format: Option<&'static str>,
 }
 
 impl EndpointChange {
@@ -118,6 +122,7 @@ impl EndpointChange {
             (self.event_types.is_some(), "eventTypes"),
             (self.enabled.is_some(), "enabled"),
             (self.heartbeat_seconds.is_some(), "heartbeatSeconds"),
+            (self.payload_format.is_some(), "payloadFormat"),
         ] {
             if set {
                 fields.push(name);
@@ -154,6 +159,17 @@ fn description_field(value: &Value) -> Result<String, FieldError> {
         ));
     }
     Ok(text.to_owned())
+}
+
+/// The body formats an endpoint may take.
+pub const PAYLOAD_FORMATS: [&str; 2] = ["cloudevents", super::fhir::FORMAT];
+
+fn payload_format_field(value: &Value) -> Result<&'static str, FieldError> {
+    let name = value.as_str().unwrap_or_default();
+    PAYLOAD_FORMATS
+        .into_iter()
+        .find(|format| *format == name)
+        .ok_or_else(|| FieldError::new("payloadFormat", "must be cloudevents or fhir-id-only"))
 }
 
 fn heartbeat_field(value: &Value) -> Result<i32, FieldError> {
@@ -193,7 +209,7 @@ impl TryFrom<&Value> for NewEndpoint {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes", "heartbeatSeconds"])?;
+        reject_unknown(map, &["url", "description", "eventTypes", "heartbeatSeconds", "payloadFormat"])?;
         let url = url_field(map.get("url").ok_or_else(|| FieldError::new("url", "is required"))?)?;
         let description = map.get("description").map(description_field).transpose()?.unwrap_or_default();
         let event_types = map.get("eventTypes").map(event_types_field).transpose()?.unwrap_or_default();
@@ -202,7 +218,9 @@ impl TryFrom<&Value> for NewEndpoint {
             .map(heartbeat_field)
             .transpose()?
             .unwrap_or(DEFAULT_HEARTBEAT_SECONDS);
-        Ok(NewEndpoint { url, description, event_types, heartbeat_seconds })
+        let payload_format =
+            map.get("payloadFormat").map(payload_format_field).transpose()?.unwrap_or(PAYLOAD_FORMATS[0]);
+        Ok(NewEndpoint { url, description, event_types, heartbeat_seconds, payload_format })
     }
 }
 
@@ -211,13 +229,17 @@ impl TryFrom<&Value> for EndpointChange {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes", "enabled", "heartbeatSeconds"])?;
+        reject_unknown(
+            map,
+            &["url", "description", "eventTypes", "enabled", "heartbeatSeconds", "payloadFormat"],
+        )?;
         let change = EndpointChange {
             url: map.get("url").map(url_field).transpose()?,
             description: map.get("description").map(description_field).transpose()?,
             event_types: map.get("eventTypes").map(event_types_field).transpose()?,
             enabled: input::boolean("enabled", map.get("enabled"))?,
             heartbeat_seconds: map.get("heartbeatSeconds").map(heartbeat_field).transpose()?,
+            payload_format: map.get("payloadFormat").map(payload_format_field).transpose()?,
         };
         if change.fields().is_empty() {
             return Err(FieldError::new("body", "names no field to change"));
@@ -232,7 +254,8 @@ fn names(types: &[EventType]) -> Vec<String> {
 
 const COLUMNS: &str =
     "id, workspace_id, url, description, event_types, enabled, disabled_at, disabled_reason, \
-     previous_expires_at, failing_since, status, last_sequence, heartbeat_seconds, version, created_at, \
+     previous_expires_at, failing_since, status, last_sequence, heartbeat_seconds, payload_format, version, \
+     created_at, \
      updated_at";
 
 fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
@@ -250,6 +273,7 @@ fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
         status: row.get("status"),
         last_sequence: row.get("last_sequence"),
         heartbeat_seconds: row.get("heartbeat_seconds"),
+        payload_format: row.get("payload_format"),
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
@@ -285,7 +309,7 @@ pub async fn create(
     let secret = Secret::generate();
     let insert = format!(
         "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret, \
-           heartbeat_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {COLUMNS}"
+           heartbeat_seconds, payload_format) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
     );
     let types = names(&new.event_types);
     let row = sql::query_one(
@@ -299,6 +323,7 @@ pub async fn create(
             &types,
             &key.seal(id, &secret),
             &new.heartbeat_seconds,
+            &new.payload_format,
         ],
     )
     .await?;
@@ -334,6 +359,7 @@ const UPDATE: &str = "WITH before AS ( \
        url = COALESCE($3, url), description = COALESCE($4, description), \
        event_types = COALESCE($5, event_types), \
        heartbeat_seconds = COALESCE($7, heartbeat_seconds), \
+       payload_format = COALESCE($8, payload_format), \
        enabled = COALESCE($6, enabled), \
        status = CASE WHEN $6 IS NULL THEN status WHEN $6 THEN 'active' ELSE 'off' END, \
        disabled_at = CASE WHEN $6 IS NULL THEN disabled_at WHEN $6 THEN NULL ELSE COALESCE(disabled_at, now()) END, \
@@ -367,6 +393,7 @@ pub async fn update(
             &types,
             &change.enabled,
             &change.heartbeat_seconds,
+            &change.payload_format,
         ],
     )
     .await?

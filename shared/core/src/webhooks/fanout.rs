@@ -27,25 +27,21 @@ pub const HOLD_DAYS: u32 = 30;
 pub const SUBSCRIBED: &str = "(w.enabled OR w.disabled_at > now() - interval '30 days') \
      AND (w.event_types = '{}' OR $2::text = ANY (w.event_types))";
 
-/// Numbers and inserts in one statement. The subscribed endpoints are locked in id order (so two
-/// fan-outs of one workspace cannot deadlock), each takes its next number from `last_sequence`, and
-/// the delivery is inserted with it; the row locks are held until the listener's transaction commits,
-/// so concurrent fan-outs to one endpoint number in commit order, and a rolled-back fan-out gives its
-/// numbers back (no gap, no reuse). An endpoint that already has a delivery of the event is skipped
-/// (a duplicate run takes no number); a concurrent duplicate run fails on `UNIQUE(endpoint_id,
+/// The subscribed endpoints without a delivery of the event are locked in id order (so two fan-outs
+/// of one workspace cannot deadlock), then one delivery each is inserted; the schema's trigger
+/// (`number_webhook_delivery`, V24) gives each its endpoint's next number under that lock, held until
+/// the listener's transaction commits, so concurrent fan-outs to one endpoint number in commit order
+/// and a rolled-back fan-out gives its numbers back (no gap, no reuse). A duplicate run finds the
+/// deliveries and takes no number; a concurrent duplicate run fails on `UNIQUE(endpoint_id,
 /// event_id)` and is retried like any listener error, taking no number either.
 fn insert_sql() -> String {
     format!(
         "WITH locked AS ( \
-           SELECT w.id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
-           ORDER BY w.id FOR UPDATE), \
-         numbered AS ( \
-           UPDATE webhook_endpoints w SET last_sequence = w.last_sequence + 1 FROM locked \
-           WHERE w.id = locked.id AND NOT EXISTS ( \
-             SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.event_id = $3) \
-           RETURNING w.id, w.workspace_id, w.last_sequence) \
-         INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, sequence) \
-         SELECT gen_random_uuid(), id, workspace_id, $3, $2, last_sequence FROM numbered"
+           SELECT w.id, w.workspace_id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
+             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.event_id = $3) \
+           ORDER BY w.id FOR UPDATE) \
+         INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
+         SELECT gen_random_uuid(), id, workspace_id, $3, $2 FROM locked"
     )
 }
 

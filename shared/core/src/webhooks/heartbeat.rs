@@ -38,6 +38,8 @@ pub struct Heartbeat {
     /// `active` or `error` (a disabled endpoint gets none).
     pub status: String,
     pub heartbeat_seconds: i32,
+    /// The endpoint's body format ([`super::fhir`] or the CloudEvent below).
+    pub payload_format: String,
     pub at: DateTime<Utc>,
 }
 
@@ -49,7 +51,8 @@ const CLAIM: &str = "UPDATE webhook_endpoints w SET last_contact_at = now() \
              AND COALESCE(last_contact_at, created_at) <= now() - heartbeat_seconds * interval '1 second' \
            ORDER BY COALESCE(last_contact_at, created_at) LIMIT $1 FOR UPDATE SKIP LOCKED) due \
      WHERE w.id = due.id \
-     RETURNING w.id, w.workspace_id, w.url, w.last_sequence, w.status, w.heartbeat_seconds, now()";
+     RETURNING w.id, w.workspace_id, w.url, w.last_sequence, w.status, w.heartbeat_seconds, now(), \
+       w.payload_format";
 
 /// Claims the heartbeats due now (at most `batch`).
 pub async fn claim(client: &impl GenericClient, batch: i64) -> Result<Vec<Heartbeat>, tokio_postgres::Error> {
@@ -65,6 +68,7 @@ pub async fn claim(client: &impl GenericClient, batch: i64) -> Result<Vec<Heartb
             status: row.get(4),
             heartbeat_seconds: row.get(5),
             at: row.get(6),
+            payload_format: row.get(7),
         })
         .collect())
 }

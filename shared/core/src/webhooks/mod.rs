@@ -41,6 +41,7 @@
 pub mod client;
 pub mod endpoints;
 pub mod fanout;
+pub mod fhir;
 pub mod guard;
 pub mod heartbeat;
 pub mod secret_box;

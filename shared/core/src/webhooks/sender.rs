@@ -438,10 +438,22 @@ impl WebhookSender {
             .await
             .map_err(|_| ("resolve_timeout", true))?
             .map_err(|refused| (refused.code(), true))?;
+        if delivery.payload_format == super::fhir::FORMAT {
+            let bundle = super::fhir::event_notification(
+                envelope,
+                delivery.sequence,
+                delivery.endpoint_id,
+                &delivery.endpoint_status,
+            );
+            let body = serde_json::to_vec(&bundle).unwrap_or_default();
+            return self
+                .post_signed(target, &delivery.id.to_string(), &body, signing, super::fhir::CONTENT_TYPE)
+                .await;
+        }
         let body = (self.body)(Payload::Event { envelope, sequence: delivery.sequence });
         #[cfg(feature = "testing")]
         crate::contract::capture::record("webhook", || &body[..]);
-        self.post_signed(target, &delivery.id.to_string(), &body, signing).await
+        self.post_signed(target, &delivery.id.to_string(), &body, signing, "application/json").await
     }
 
     /// Signs `body` with every current secret and posts it to the checked `target`.
@@ -451,10 +463,11 @@ impl WebhookSender {
         id: &str,
         body: &[u8],
         signing: &endpoints::Signing,
+        content_type: &str,
     ) -> Result<client::Answer, (&'static str, bool)> {
         let timestamp = chrono::Utc::now().timestamp();
         let signature = super::signing::signature_header(&signing.all(), id, timestamp, body);
-        let signed = Signed { id, timestamp, signature: &signature, body };
+        let signed = Signed { id, timestamp, signature: &signature, body, content_type };
         client::post(&target, &signed, self.config.timeouts).await.map_err(|error| (error.code(), true))
     }
 
@@ -490,8 +503,15 @@ impl WebhookSender {
                 .await
                 .map_err(|_| ("resolve_timeout", true))?
                 .map_err(|refused| (refused.code(), true))?;
-            let body = (self.body)(Payload::Heartbeat(beat));
-            self.post_signed(target, &beat.id.to_string(), &body, &signing).await
+            let (body, content_type) = if beat.payload_format == super::fhir::FORMAT {
+                (
+                    serde_json::to_vec(&super::fhir::heartbeat(beat)).unwrap_or_default(),
+                    super::fhir::CONTENT_TYPE,
+                )
+            } else {
+                ((self.body)(Payload::Heartbeat(beat)), "application/json")
+            };
+            self.post_signed(target, &beat.id.to_string(), &body, &signing, content_type).await
         }
         .await;
         let ok = matches!(&posted, Ok(answer) if (200..300).contains(&answer.status));

@@ -28,6 +28,9 @@ pub struct Claimed {
     pub url: String,
     /// The delivery's number in its endpoint's sequence (fixed at the fan-out).
     pub sequence: Sequence,
+    /// The endpoint's body format and status now.
+    pub payload_format: String,
+    pub endpoint_status: String,
 }
 
 /// Due deliveries of enabled endpoints (pending, retry whose time came, sending whose lease ended),
@@ -52,7 +55,8 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
            ORDER BY d.available_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED) \
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
-         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence",
+         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence, \
+           w.payload_format, w.status",
         leased = queue.stored.leased,
         running = queue.lease_running(""),
         due = queue.due("d"),
@@ -82,6 +86,8 @@ pub async fn claim(
             attempts: row.get(4),
             url: row.get(5),
             sequence: Sequence(row.get(6)),
+            payload_format: row.get(7),
+            endpoint_status: row.get(8),
         })
         .collect())
 }

@@ -15,6 +15,8 @@ async fn endpoint(fx: &Fixture, path: &str) -> clinic_core::ids::WebhookEndpoint
         url: format!("https://hooks.example.com/{path}"),
         description: String::new(),
         event_types: vec![],
+        heartbeat_seconds: 0,
+        payload_format: "cloudevents",
     };
     endpoints::create(&client, &clinic_testkit::webhook_key(), fx.workspace, &new, "test")
         .await
