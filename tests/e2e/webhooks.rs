@@ -20,6 +20,7 @@ use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 
+mod reference_receiver;
 mod subscriptions;
 
 const PATIENT_GIVEN: &str = "Zephyrine";
