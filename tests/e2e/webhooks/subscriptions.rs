@@ -324,3 +324,28 @@ async fn fhir_id_only_endpoints_get_valid_r5_subscription_notifications() {
     assert!(!sent.contains("Fhirella") && !sent.contains("Quillworth"), "ids only");
     drop(receiver.child);
 }
+
+/// Issue 42 item 6 (failed on e6934c2: every create answered 201): a workspace has a bounded number
+/// of endpoints; one more answers 409 and writes nothing; another workspace is not affected.
+#[tokio::test]
+async fn a_workspace_has_a_bounded_number_of_webhook_endpoints() {
+    let (app, _sender, _dispatcher) = loopback_app_with(|_| {}).await;
+    let admin = app.workspace.admin.clone();
+    let body = json!({"url": "https://93.184.216.34/hook"});
+    let mut created = 0;
+    loop {
+        let answer = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(body.clone())).await;
+        if answer.status != 201 {
+            assert_eq!(answer.status, 409, "{}", answer.text);
+            assert!(answer.text.contains("at most"), "{}", answer.text);
+            break;
+        }
+        created += 1;
+        assert!(created <= 100, "no bound after 100 endpoints");
+    }
+    assert_eq!(created, clinic_core::webhooks::endpoints::MAX_ENDPOINTS_PER_WORKSPACE);
+    assert_eq!(app.count("SELECT 1 FROM webhook_endpoints").await, created, "the refused one wrote nothing");
+    let other = app.add_workspace().await;
+    let elsewhere = app.call("POST", "/v1/webhooks/endpoints", Some(&other.admin), Some(body)).await;
+    assert_eq!(elsewhere.status, 201, "{}", elsewhere.text);
+}

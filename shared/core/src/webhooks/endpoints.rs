@@ -35,6 +35,8 @@ pub const DEFAULT_HEARTBEAT_SECONDS: i32 = 300;
 /// The longest heartbeat interval (a day).
 pub const MAX_HEARTBEAT_SECONDS: i32 = 86_400;
 const MAX_DESCRIPTION: usize = 200;
+/// The most endpoints one workspace may have (each costs a fan-out row per event and a heartbeat).
+pub const MAX_ENDPOINTS_PER_WORKSPACE: i64 = 25;
 /// The longest rotation overlap an admin may ask for.
 pub const MAX_OVERLAP_HOURS: i64 = 168;
 
@@ -297,7 +299,13 @@ pub async fn audit(
     sql::execute(client, AUDIT, &[&id, &workspace, &endpoint, &action, &actor, &detail]).await.map(|_| ())
 }
 
-/// Stores a new endpoint with a fresh secret; answers it with the secret (shown once).
+/// Takes the workspace's endpoint-creation lock (transaction-scoped) and counts its endpoints.
+const LOCK_FOR_CREATE: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::uuid::text, 0))";
+const COUNT_FOR_CREATE: &str = "SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1";
+
+/// Stores a new endpoint with a fresh secret; answers it with the secret (shown once). A workspace
+/// that has [`MAX_ENDPOINTS_PER_WORKSPACE`] endpoints gets a conflict and nothing is written.
 pub async fn create(
     client: &impl GenericClient,
     key: &WebhookKey,
@@ -305,6 +313,15 @@ pub async fn create(
     new: &NewEndpoint,
     actor: &str,
 ) -> DomainResult<Created> {
+    // Creates of one workspace queue on a lock (held until commit), so the bound holds under
+    // concurrent creates.
+    sql::execute(client, LOCK_FOR_CREATE, &[&workspace]).await?;
+    let count: i64 = sql::query_one(client, COUNT_FOR_CREATE, &[&workspace]).await?.get(0);
+    if count >= MAX_ENDPOINTS_PER_WORKSPACE {
+        return Err(DomainError::Conflict(format!(
+            "a workspace has at most {MAX_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first"
+        )));
+    }
     let id = WebhookEndpointId::generate();
     let secret = Secret::generate();
     let insert = format!(
