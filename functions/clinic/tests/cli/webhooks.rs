@@ -96,7 +96,8 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(actions, ["create", "rotate", "disable", "enable", "recover", "delete"]);
+    // Each status change (active → off → active) is audited beside the change that caused it.
+    assert_eq!(actions, ["create", "rotate", "disable", "status", "enable", "status", "recover", "delete"]);
     let query = format!(
         "SELECT 1 FROM webhook_endpoint_actions WHERE detail::text LIKE '%{}%' OR actor LIKE '%whsec%'",
         &secret[6..20]
