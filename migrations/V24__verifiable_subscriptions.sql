@@ -42,6 +42,9 @@ ALTER TABLE webhook_deliveries ALTER COLUMN sequence SET NOT NULL,
 -- No reuse, and the replay route's scan (`after=N` in order).
 CREATE UNIQUE INDEX webhook_deliveries_sequence_idx ON webhook_deliveries (endpoint_id, sequence);
 
+-- Shaped for the fan-out, which inserts one delivery per endpoint per transaction. A statement that
+-- inserts many deliveries of one endpoint updates that endpoint's row once per delivery, each update
+-- walking the row's earlier versions of the same transaction: spread bulk inserts over transactions.
 CREATE FUNCTION number_webhook_delivery() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE webhook_endpoints SET last_sequence = last_sequence + 1
