@@ -20,6 +20,9 @@ use clinic_testkit::app::TestApp;
 use serde_json::{json, Value};
 use tokio::io::AsyncBufReadExt;
 
+mod reference_receiver;
+mod subscriptions;
+
 const PATIENT_GIVEN: &str = "Zephyrine";
 const PATIENT_FAMILY: &str = "Quarterwood";
 const REASON: &str = "persistent-migraine-confidential";
@@ -146,7 +149,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     let other = app.call("POST", "/v1/webhooks/endpoints", Some(&admin), Some(other)).await;
     assert_eq!(other.status, 201, "{}", other.text);
 
-    let (sender, dispatcher) = loopback_pipeline(&app);
+    let (sender, dispatcher) = loopback_pipeline(&app, |_| {});
 
     let practitioner = app.create_practitioner(&staff).await;
     let patient =
@@ -176,6 +179,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     assert_eq!(first["body"]["type"], "clinic.appointment.created.v1");
     assert_eq!(first["body"]["specversion"], "1.0");
     assert_eq!(first["body"]["subject"], appointment.as_str());
+    assert_eq!(first["body"]["sequence"], "0000000000000000001", "the endpoint's first delivery");
     let delivery_id: String = {
         let conn = app.db.pool.get().await.unwrap();
         let row = conn.query_one("SELECT id, status, attempts FROM webhook_deliveries", &[]).await.unwrap();
@@ -236,6 +240,9 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     send_until(&sender, &receiver, "the recovered delivery", |r| r.len() >= 4).await;
     let received = receiver.received().await;
     assert_eq!(received[2]["id"], received[3]["id"], "a resend keeps its webhook-id");
+    assert_eq!(received[1]["body"]["sequence"], "0000000000000000002");
+    assert_eq!(received[2]["body"]["sequence"], "0000000000000000003");
+    assert_eq!(received[3]["body"]["sequence"], received[2]["body"]["sequence"], "and its number");
     assert_eq!(received[3]["verified"], json!([true, true]));
     assert_eq!(app.count("SELECT 1 FROM webhook_deliveries WHERE status <> 'delivered'").await, 0);
 
@@ -265,7 +272,7 @@ async fn webhooks_reach_a_standard_webhooks_receiver() {
     assert_eq!(ids.len(), 3);
     let other_id = other.body["id"].as_str().unwrap();
     let audit = app.count("SELECT 1 FROM webhook_endpoint_actions").await;
-    assert_eq!(audit, 2 + 1 + 1 + 1 + 1, "create ×2, rotate, update, recover, disable");
+    assert_eq!(audit, 2 + 1 + 1 + 1 + 1 + 1, "create ×2, rotate, update, recover, disable, status off");
     assert!(receiver
         .received()
         .await
@@ -304,21 +311,32 @@ fn uuid_of(id: &str) -> uuid::Uuid {
 /// An app whose webhooks may reach the loopback receiver, with a dispatcher (local transport) and a
 /// sender with short timeouts.
 async fn loopback_app() -> (TestApp, Arc<WebhookSender>, Dispatcher) {
+    loopback_app_with(|_| {}).await
+}
+
+/// [`loopback_app`] with the sender's settings changed by `edit`.
+async fn loopback_app_with(
+    edit: impl FnOnce(&mut WebhookConfig),
+) -> (TestApp, Arc<WebhookSender>, Dispatcher) {
     let mut app = TestApp::new().await;
     app.state.api.webhook_egress = Egress { allow_loopback_http: true };
     app.router = router(app.state.clone());
-    let (sender, dispatcher) = loopback_pipeline(&app);
+    let (sender, dispatcher) = loopback_pipeline(&app, edit);
     (app, sender, dispatcher)
 }
 
-/// A webhook sender allowed to reach the loopback receiver, with short timeouts, and a dispatcher
-/// (local transport) that runs the fan-out's first attempts through it.
-fn loopback_pipeline(app: &TestApp) -> (Arc<WebhookSender>, Dispatcher) {
-    let config = WebhookConfig {
+/// A webhook sender allowed to reach the loopback receiver, with short timeouts (then `edit`), and a
+/// dispatcher (local transport) that runs the fan-out's first attempts through it.
+fn loopback_pipeline(
+    app: &TestApp,
+    edit: impl FnOnce(&mut WebhookConfig),
+) -> (Arc<WebhookSender>, Dispatcher) {
+    let mut config = WebhookConfig {
         egress: Egress { allow_loopback_http: true },
         timeouts: Timeouts { connect: Duration::from_secs(2), total: Duration::from_secs(5) },
         ..WebhookConfig::default()
     };
+    edit(&mut config);
     let sender = Arc::new(WebhookSender::new(
         app.state.pool.clone(),
         config,

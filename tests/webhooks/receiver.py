@@ -5,6 +5,8 @@ package (an implementation not written here) and records what it saw.
     receiver.py PORT SECRET [SECRET ...]
 
 Listens on 127.0.0.1:PORT (0: any free port; the chosen port is printed as the first line).
+A body that is a FHIR resource (`resourceType`) is validated with the PyPI `fhir.resources` R5
+models (another implementation not written here); the record says "valid" or the validation error.
 Every POST is checked against each SECRET on its own (`Webhook(secret).verify`), so a test can
 prove that during a rotation both the new and the old secret verify. Control routes:
   GET  /_received          -> [{"id", "verified": [bool per secret], "body", "timestamp"}]
@@ -65,14 +67,17 @@ class Handler(BaseHTTPRequestHandler):
                 verified.append(True)
             except WebhookVerificationError:
                 verified.append(False)
+        body = json.loads(raw) if raw else None
         record = {
             "id": headers.get("webhook-id"),
+            "contentType": headers.get("content-type"),
+            "fhir": fhir_check(body),
             "timestamp": headers.get("webhook-timestamp"),
             "signatures": len(headers.get("webhook-signature", "").split(" ")),
             "verified": verified,
             "status": status,
             "receivedAt": time.time(),
-            "body": json.loads(raw) if raw else None,
+            "body": body,
         }
         with LOCK:
             STATE["received"].append(record)
@@ -81,6 +86,22 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("retry-after", retry_after)
         self.send_header("content-length", "0")
         self.end_headers()
+
+
+def fhir_check(body):
+    """None for a body that is not a FHIR resource, else "valid" or the validator's complaint."""
+    if not isinstance(body, dict) or "resourceType" not in body:
+        return None
+    try:
+        from fhir.resources import get_fhir_model_class  # R5 models (fhir.resources >= 8)
+    except ImportError as error:
+        return f"fhir.resources is not installed: {error}"
+    try:
+        model = get_fhir_model_class(body["resourceType"])
+        model.model_validate(body)
+        return "valid"
+    except Exception as error:  # the validator's own message
+        return f"invalid: {error}"
 
 
 def main():

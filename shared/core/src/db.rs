@@ -296,6 +296,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "fair_delivery",
         sql: include_str!("../../../migrations/V23__fair_delivery.sql"),
     },
+    Migration {
+        version: 24,
+        name: "verifiable_subscriptions",
+        sql: include_str!("../../../migrations/V24__verifiable_subscriptions.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

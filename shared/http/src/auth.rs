@@ -40,6 +40,11 @@ pub enum Role {
     Staff,
     Admin,
     Patient,
+    /// A partner system's read-only credential (issue 42): accepted only by the routes that take an
+    /// [`IntegrationReader`] (reading its workspace's webhook endpoints and replaying their numbered
+    /// deliveries); every other route takes a [`Caller`], which answers it 403. Deny by default, so
+    /// a route added later cannot admit it by accident.
+    Integration,
 }
 
 impl Role {
@@ -48,6 +53,7 @@ impl Role {
             "staff" => Some(Role::Staff),
             "admin" => Some(Role::Admin),
             "patient" => Some(Role::Patient),
+            "integration" => Some(Role::Integration),
             _ => None,
         }
     }
@@ -57,6 +63,7 @@ impl Role {
             Role::Staff => "staff",
             Role::Admin => "admin",
             Role::Patient => "patient",
+            Role::Integration => "integration",
         }
     }
 }
@@ -87,7 +94,8 @@ impl Caller {
     pub fn actor(&self) -> Actor {
         match self.role {
             Role::Patient => Actor::Patient { id: self.subject },
-            Role::Staff | Role::Admin => Actor::Member { id: self.subject },
+            // An integration caller reaches no route that writes (see `Role::Integration`).
+            Role::Staff | Role::Admin | Role::Integration => Actor::Member { id: self.subject },
         }
     }
 
@@ -95,14 +103,14 @@ impl Caller {
     pub fn require_staff(&self) -> Result<(), ApiError> {
         match self.role {
             Role::Staff | Role::Admin => Ok(()),
-            Role::Patient => Err(DomainError::Forbidden.into()),
+            Role::Patient | Role::Integration => Err(DomainError::Forbidden.into()),
         }
     }
 
     pub fn require_admin(&self) -> Result<(), ApiError> {
         match self.role {
             Role::Admin => Ok(()),
-            Role::Staff | Role::Patient => Err(DomainError::Forbidden.into()),
+            Role::Staff | Role::Patient | Role::Integration => Err(DomainError::Forbidden.into()),
         }
     }
 
@@ -113,15 +121,41 @@ impl Caller {
 }
 
 /// Every route that needs a caller takes it here: 401 without one, 403 `unknown-workspace` when its
-/// workspace does not exist. Routes that need none (liveness, the documents) never look it up, so they
-/// never touch the database.
+/// workspace does not exist, 403 for the read-only `integration` role (only [`IntegrationReader`]
+/// routes admit it). Routes that need none (liveness, the documents) never look it up, so they never
+/// touch the database.
 impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let caller = parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)?;
-        require_known_workspace(state, caller).await?;
+        let caller = any_caller(parts, state).await?;
+        if caller.role == Role::Integration {
+            return Err(DomainError::Forbidden.into());
+        }
         Ok(caller)
+    }
+}
+
+async fn any_caller(parts: &Parts, state: &AppState) -> Result<Caller, ApiError> {
+    let caller = parts.extensions.get::<Caller>().copied().ok_or(ApiError::Unauthenticated)?;
+    require_known_workspace(state, caller).await?;
+    Ok(caller)
+}
+
+/// The caller of a read-only integration route: an admin or the `integration` role (staff and
+/// patients answer 403). Such a route reads only its caller's workspace and writes nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct IntegrationReader(pub Caller);
+
+impl FromRequestParts<AppState> for IntegrationReader {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let caller = any_caller(parts, state).await?;
+        match caller.role {
+            Role::Admin | Role::Integration => Ok(IntegrationReader(caller)),
+            Role::Staff | Role::Patient => Err(DomainError::Forbidden.into()),
+        }
     }
 }
 

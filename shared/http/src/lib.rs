@@ -99,6 +99,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("delete", "/v1/webhooks/endpoints/{id}"),
     ("post", "/v1/webhooks/endpoints/{id}/rotate"),
     ("post", "/v1/webhooks/endpoints/{id}/recover"),
+    ("get", "/v1/webhooks/endpoints/{id}/events"),
     ("get", "/v1/webhooks/deliveries"),
 ];
 
@@ -165,6 +166,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/webhooks/endpoints/{id}/rotate", post(webhooks::rotate))
         .route("/v1/webhooks/endpoints/{id}/recover", post(webhooks::recover))
+        .route("/v1/webhooks/endpoints/{id}/events", get(webhooks::replay))
         .route("/v1/webhooks/deliveries", get(webhooks::deliveries))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })

@@ -57,6 +57,8 @@ fn new_endpoint() -> NewEndpoint {
         url: "https://hooks.example.com/in".into(),
         description: String::new(),
         event_types: Vec::new(),
+        heartbeat_seconds: 0,
+        payload_format: "cloudevents",
     }
 }
 

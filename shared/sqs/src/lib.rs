@@ -56,11 +56,20 @@ pub use transport::SqsTransport;
 
 /// The body of a webhook delivery: the identifier-only CloudEvent the queues carry, from the one
 /// builder (`to_published_event`, which [`to_cloud_event`] extends), without the internal `listener`
-/// extension.
+/// extension and with the delivery's number as the `sequence` extension; or a heartbeat
+/// (`clinic_core::webhooks::heartbeat`) with the same `source`.
 pub fn webhook_body(source_prefix: &str) -> clinic_core::webhooks::BodyFn {
+    use clinic_core::webhooks::Payload;
     let prefix = source_prefix.to_owned();
-    std::sync::Arc::new(move |envelope: &clinic_core::events::Envelope| {
-        let event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
-        serde_json::to_vec(&event).unwrap_or_default()
+    std::sync::Arc::new(move |payload: Payload<'_>| match payload {
+        Payload::Event { envelope, sequence } => {
+            let mut event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
+            event.sequence = Some(sequence.to_wire());
+            serde_json::to_vec(&event).unwrap_or_default()
+        }
+        Payload::Heartbeat(heartbeat) => {
+            let event = clinic_core::webhooks::heartbeat::to_cloud_event(heartbeat, &prefix);
+            serde_json::to_vec(&event).unwrap_or_default()
+        }
     })
 }

@@ -98,16 +98,24 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         Duration::from_secs(7 * 24 * 3600),
     )?;
 
+    let address = SocketAddr::new(args.host, args.port);
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding {address} (set CLINIC_PORT or --port to use another port)"))?;
+    // Every published `dataschema` names this server (which serves `/schemas/…`), at the address it
+    // is reached at, before anything is published (CLINIC_SCHEMA_BASE_URL, when set, wins).
+    let reached = match listener.local_addr()? {
+        bound if bound.ip().is_unspecified() => SocketAddr::new([127, 0, 0, 1].into(), bound.port()),
+        bound => bound,
+    };
+    clinic_core::contract::serve_schemas_at(&format!("http://{reached}"));
+
     // One delivery sender: the listeners' fast path and the loop that sends what it left.
     let sender = crate::commands::deliveries::sender(pool.clone()).await?;
     let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone(), Some(sender.clone())).await?;
     let sender = crate::commands::deliveries::spawn(sender);
 
     let state = AppState { pool, api: ApiConfig::local(&secret, crate::settings::webhook_key()?)? };
-    let address = SocketAddr::new(args.host, args.port);
-    let listener = tokio::net::TcpListener::bind(address)
-        .await
-        .with_context(|| format!("binding {address} (set CLINIC_PORT or --port to use another port)"))?;
     println!("clinic dev is running");
     println!("  base URL:   http://{address}");
     println!("  database:   {}", clinic_core::db::redact(url));

@@ -26,7 +26,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<()> {
     let workspace: WorkspaceId =
         args.workspace.parse().map_err(|_| anyhow::anyhow!("--workspace must be a ULID"))?;
     let sub = parse_ulid(&args.sub).map_err(|_| anyhow::anyhow!("--sub must be a ULID"))?;
-    let role = Role::parse(&args.role).context("--role must be staff, admin or patient")?;
+    let role = Role::parse(&args.role).context("--role must be staff, admin, patient or integration")?;
     let secret = crate::settings::jwt_secret()?;
     let token =
         issue_token(secret.as_bytes(), workspace, sub, role, Duration::from_secs(args.ttl_hours * 3600))?;

@@ -111,3 +111,65 @@ async fn booking_is_sent_right_after_the_commit(env: &[(&str, &str)]) {
     assert!(mail >= 1, "the file provider wrote the message");
     let _ = std::fs::remove_dir_all(&data_dir);
 }
+
+/// Issue 42 item 6 (failed on e6934c2: the body named `http://127.0.0.1:3000/schemas/…` whatever
+/// port `clinic dev` listened on): a webhook body's `dataschema` names the address `clinic dev` is
+/// reached at.
+#[tokio::test]
+async fn clinic_devs_webhook_dataschema_names_the_address_it_listens_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut app = TestApp::new().await;
+    app.state.api.webhook_egress = clinic_core::webhooks::guard::Egress { allow_loopback_http: true };
+    app.router = clinic_http::router(app.state.clone());
+    let data_dir = std::env::temp_dir().join(format!("clinic-dev-schema-{}", ulid::Ulid::generate()));
+    let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", receiver.local_addr().unwrap());
+    let body = json!({"url": url, "eventTypes": ["appointment.created"]});
+    let created = app.call("POST", "/v1/webhooks/endpoints", Some(&app.workspace.admin), Some(body)).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    let staff = app.workspace.staff.clone();
+    let patient = app.create_patient(&staff, json!({"givenName": "Schema", "familyName": "Port"})).await;
+    let practitioner = app.create_practitioner(&staff).await;
+    let port = clinic_testkit::free_port().expect("a free port");
+    let port_text = port.to_string();
+    let dev = start_dev(
+        &app,
+        &data_dir,
+        &[("CLINIC_PORT", port_text.as_str()), ("CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP", "1")],
+    );
+    app.book(&staff, &patient, &practitioner, "2031-03-05T09:00:00Z", "2031-03-05T09:30:00Z").await;
+
+    let request = tokio::time::timeout(SENT_BOUND, async {
+        let (mut stream, _) = receiver.accept().await.unwrap();
+        let mut raw = Vec::new();
+        let mut buffer = [0u8; 8192];
+        loop {
+            let n = stream.read(&mut buffer).await.unwrap();
+            raw.extend_from_slice(&buffer[..n]);
+            let text = String::from_utf8_lossy(&raw).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0);
+                if body.len() >= length || n == 0 {
+                    let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n").await;
+                    return body.to_owned();
+                }
+            }
+        }
+    })
+    .await
+    .expect("clinic dev posted the webhook");
+    drop(dev);
+    let body: serde_json::Value = serde_json::from_str(&request).expect("a JSON body");
+    let dataschema = body["dataschema"].as_str().unwrap();
+    assert!(
+        dataschema.starts_with(&format!("http://127.0.0.1:{port}/schemas/events/appointment.created/")),
+        "{dataschema}"
+    );
+    let _ = std::fs::remove_dir_all(&data_dir);
+}

@@ -39,6 +39,9 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
     let listed = clinic(&app, &["webhooks", "list", "--workspace", ws]).await;
     assert!(!listed.stdout.contains(&secret), "list never shows a secret");
     assert_eq!(listed.json()["items"].as_array().unwrap().len(), 1);
+    // Each endpoint's status and last delivery number (issue 42).
+    assert_eq!(listed.json()["items"][0]["status"], "active");
+    assert_eq!(listed.json()["items"][0]["lastSequence"], 0);
 
     let rotated =
         clinic(&app, &["webhooks", "rotate", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
@@ -49,9 +52,11 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
         clinic(&app, &["webhooks", "disable", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
     assert_eq!(disabled["enabled"], false);
     assert_eq!(disabled["disabledReason"], "operator");
+    assert_eq!(disabled["status"], "off");
     let enabled =
         clinic(&app, &["webhooks", "enable", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
     assert_eq!(enabled["enabled"], true);
+    assert_eq!(enabled["status"], "active");
 
     let recover = [
         "webhooks",
@@ -131,7 +136,8 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
         .iter()
         .map(|row| row.get(0))
         .collect();
-    assert_eq!(actions, ["create", "rotate", "disable", "enable", "recover", "delete"]);
+    // Each status change (active → off → active) is audited beside the change that caused it.
+    assert_eq!(actions, ["create", "rotate", "disable", "status", "enable", "status", "recover", "delete"]);
     let query = format!(
         "SELECT 1 FROM webhook_endpoint_actions WHERE detail::text LIKE '%{}%' OR actor LIKE '%whsec%'",
         &secret[6..20]

@@ -75,6 +75,8 @@ async fn a_never_answering_receiver_cannot_keep_the_webhook_run_past_its_deadlin
             url: format!("http://127.0.0.1:{port}/hook/{n}"),
             description: String::new(),
             event_types: vec![],
+            heartbeat_seconds: 0,
+            payload_format: "cloudevents",
         };
         endpoints::create(&client, &clinic_testkit::webhook_key(), workspace, &new, "test").await.unwrap();
     }

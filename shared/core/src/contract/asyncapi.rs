@@ -46,6 +46,16 @@ fn message(event_type: EventType, version: i32, webhook: bool) -> Value {
     });
     if webhook {
         message["traits"] = json!([{ "$ref": "#/components/messageTraits/standardWebhooks" }]);
+        // Every webhook body carries its delivery's number (DESIGN §5f).
+        let numbered = &mut message["payload"]["allOf"][1];
+        numbered["properties"]["sequence"] = json!({
+            "type": "string",
+            "pattern": "^[0-9]{19}$",
+            "description": "The delivery's number in its endpoint's sequence (1, 2, 3 … with no gap \
+                            and no reuse), zero-padded to 19 digits; the same on every attempt, \
+                            recover and replay.",
+        });
+        numbered["required"] = json!(["sequence"]);
     }
     message
 }
@@ -210,7 +220,8 @@ pub fn document() -> Value {
                             JSON Schema. Extension attributes: `tenantid`, `correlationid`, \
                             `causationid`, `traceparent` (the CloudEvents distributed-tracing \
                             extension: the W3C trace context of the request that committed the \
-                            event, when it has one) and, on listener queues, `listener`. \
+                            event, when it has one), on listener queues `listener`, and on webhook \
+                            bodies `sequence` (the delivery's number in its endpoint's sequence). \
                             Generated; see docs/events.md.",
         },
         "defaultContentType": "application/json",

@@ -22,7 +22,7 @@ pub mod catalog;
 pub mod schemas;
 mod yaml;
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use crate::config::ConfigError;
 use crate::events::EventType;
@@ -56,13 +56,27 @@ fn parse_schema_base(value: Option<String>) -> Result<String, ConfigError> {
     }
 }
 
-static SCHEMA_BASE: LazyLock<String> = LazyLock::new(|| {
-    schema_base_from_env().unwrap_or_else(|error| {
-        // Unreachable after start-up validated it; never publish a URI built from a bad value.
-        tracing::error!(%error, "using the default schema base URL");
-        DEFAULT_SCHEMA_BASE_URL.into()
+static SCHEMA_BASE: OnceLock<String> = OnceLock::new();
+
+fn schema_base() -> &'static str {
+    SCHEMA_BASE.get_or_init(|| {
+        schema_base_from_env().unwrap_or_else(|error| {
+            // Unreachable after start-up validated it; never publish a URI built from a bad value.
+            tracing::error!(%error, "using the default schema base URL");
+            DEFAULT_SCHEMA_BASE_URL.into()
+        })
     })
-});
+}
+
+/// The schema base of a process that serves the schemas itself (`clinic dev`): `served_at` (the
+/// address it actually listens on, e.g. `http://127.0.0.1:8080`) unless `CLINIC_SCHEMA_BASE_URL`
+/// names another one. Call once at start-up, before anything is published; answers the base in use.
+pub fn serve_schemas_at(served_at: &str) -> &'static str {
+    if crate::config::var("CLINIC_SCHEMA_BASE_URL").is_none() {
+        let _ = SCHEMA_BASE.set(served_at.trim_end_matches('/').to_owned());
+    }
+    schema_base()
+}
 
 /// The path (below the API's root, and below the repository's root) of the schema of `version` of
 /// `event_type`: `schemas/events/<type>/v<version>.json`.
@@ -81,7 +95,7 @@ pub const CATALOG_PATH: &str = "docs/events.md";
 
 /// The `dataschema` of an event: the stable URI of its version's schema.
 pub fn dataschema(event_type: EventType, version: i32) -> String {
-    format!("{}/{}", SCHEMA_BASE.as_str(), schema_path(event_type, version))
+    format!("{}/{}", schema_base(), schema_path(event_type, version))
 }
 
 /// Every published version of every event type. One today; a breaking change adds `(type, 2)`

@@ -8,7 +8,8 @@
 //! the resource id, `time` = `occurredAt`, `datacontenttype` "application/json", `data` = the
 //! envelope, and the extensions `tenantid` (workspace id), `correlationid`, `causationid`,
 //! `traceparent` (the CloudEvents distributed-tracing extension: the W3C trace context of the request
-//! that committed the event, when it has one) and, on listener queues, `listener`.
+//! that committed the event, when it has one), on listener queues `listener`, and on webhook bodies
+//! `sequence` (the delivery's number, [`crate::webhooks::sequence`]).
 //!
 //! [`parse_message`] (and [`parse_cloud_event`]) is strict about what it acts on: a body that is not
 //! such a document, names no or an unknown listener, or whose attributes disagree with its envelope is
@@ -60,6 +61,11 @@ pub struct CloudEvent {
     /// Extension on listener queues: the listener the message starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listener: Option<String>,
+    /// Extension on webhook bodies (the CloudEvents `sequence` extension): the delivery's number in
+    /// its endpoint's sequence, zero-padded to 19 digits so string order is number order; dense per
+    /// endpoint (1, 2, 3 …) and the same on every attempt, recover and replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<String>,
     /// Extension (distributed tracing): the W3C trace context of the request that committed the event.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_traceparent")]
     pub traceparent: Option<TraceParent>,
@@ -99,6 +105,7 @@ pub fn to_published_event(envelope: &Envelope, source_prefix: &str) -> CloudEven
         correlationid: envelope.correlation_id.to_string(),
         causationid: envelope.causation_id.to_string(),
         listener: None,
+        sequence: None,
         traceparent: envelope.traceparent,
     }
 }

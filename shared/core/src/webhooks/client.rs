@@ -75,6 +75,8 @@ pub struct Signed<'a> {
     pub timestamp: i64,
     pub signature: &'a str,
     pub body: &'a [u8],
+    /// `application/json`, or `application/fhir+json` for the FHIR format.
+    pub content_type: &'a str,
 }
 
 /// Posts `signed` to `target` within `timeouts`.
@@ -118,7 +120,7 @@ where
     };
     let request = http::Request::post(target.url.path.as_str())
         .header(http::header::HOST, host)
-        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CONTENT_TYPE, signed.content_type)
         .header(http::header::USER_AGENT, "clinic-webhooks/1")
         .header("webhook-id", signed.id)
         .header("webhook-timestamp", signed.timestamp.to_string())

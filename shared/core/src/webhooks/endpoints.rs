@@ -30,7 +30,13 @@ use crate::events::EventType;
 use crate::ids::{WebhookEndpointId, WorkspaceId};
 
 const MAX_EVENT_TYPES: usize = 20;
+/// Heartbeat interval when none is asked for (seconds; 0 = no heartbeats).
+pub const DEFAULT_HEARTBEAT_SECONDS: i32 = 300;
+/// The longest heartbeat interval (a day).
+pub const MAX_HEARTBEAT_SECONDS: i32 = 86_400;
 const MAX_DESCRIPTION: usize = 200;
+/// The most endpoints one workspace may have (each costs a fan-out row per event and a heartbeat).
+pub const MAX_ENDPOINTS_PER_WORKSPACE: i64 = 25;
 /// The longest rotation overlap an admin may ask for.
 pub const MAX_OVERLAP_HOURS: i64 = 168;
 
@@ -51,6 +57,15 @@ pub struct Endpoint {
     /// While set, the previous secret still signs (rotation overlap).
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
     pub failing_since: Option<DateTime<Utc>>,
+    /// What the receiver is told (heartbeats carry it): `active`, `error` (failing for longer than
+    /// the sender's threshold) or `off` (disabled).
+    pub status: String,
+    /// The number of the endpoint's last delivery (0: none yet); deliveries are numbered 1, 2, 3 …
+    pub last_sequence: i64,
+    /// A signed heartbeat is sent after this many seconds without any attempt (0: never).
+    pub heartbeat_seconds: i32,
+    /// `cloudevents` (the identifier-only CloudEvent) or `fhir-id-only` (a FHIR R5 Bundle).
+    pub payload_format: String,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -84,6 +99,8 @@ pub struct NewEndpoint {
     pub url: String,
     pub description: String,
     pub event_types: Vec<EventType>,
+    pub heartbeat_seconds: i32,
+    pub payload_format: &'static str,
 }
 
 /// An update (`PATCH`): any subset.
@@ -93,6 +110,8 @@ pub struct EndpointChange {
     pub description: Option<String>,
     pub event_types: Option<Vec<EventType>>,
     pub enabled: Option<bool>,
+    pub heartbeat_seconds: Option<i32>,
+    pub payload_format: Option<&'static str>,
 }
 
 impl EndpointChange {
@@ -104,6 +123,8 @@ impl EndpointChange {
             (self.description.is_some(), "description"),
             (self.event_types.is_some(), "eventTypes"),
             (self.enabled.is_some(), "enabled"),
+            (self.heartbeat_seconds.is_some(), "heartbeatSeconds"),
+            (self.payload_format.is_some(), "payloadFormat"),
         ] {
             if set {
                 fields.push(name);
@@ -142,6 +163,31 @@ fn description_field(value: &Value) -> Result<String, FieldError> {
     Ok(text.to_owned())
 }
 
+/// The body formats an endpoint may take.
+pub const PAYLOAD_FORMATS: [&str; 2] = ["cloudevents", super::fhir::FORMAT];
+
+fn payload_format_field(value: &Value) -> Result<&'static str, FieldError> {
+    let name = value.as_str().unwrap_or_default();
+    PAYLOAD_FORMATS
+        .into_iter()
+        .find(|format| *format == name)
+        .ok_or_else(|| FieldError::new("payloadFormat", "must be cloudevents or fhir-id-only"))
+}
+
+fn heartbeat_field(value: &Value) -> Result<i32, FieldError> {
+    value
+        .as_number()
+        .and_then(input::integer)
+        .and_then(|n| i32::try_from(n).ok())
+        .filter(|n| (0..=MAX_HEARTBEAT_SECONDS).contains(n))
+        .ok_or_else(|| {
+            FieldError::new(
+                "heartbeatSeconds",
+                format!("must be a whole number of seconds, 0 (no heartbeats) to {MAX_HEARTBEAT_SECONDS}"),
+            )
+        })
+}
+
 fn event_types_field(value: &Value) -> Result<Vec<EventType>, FieldError> {
     let bad = || FieldError::new("eventTypes", "must be a list of event type names (empty: every type)");
     let items = value.as_array().ok_or_else(bad)?;
@@ -165,11 +211,18 @@ impl TryFrom<&Value> for NewEndpoint {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes"])?;
+        reject_unknown(map, &["url", "description", "eventTypes", "heartbeatSeconds", "payloadFormat"])?;
         let url = url_field(map.get("url").ok_or_else(|| FieldError::new("url", "is required"))?)?;
         let description = map.get("description").map(description_field).transpose()?.unwrap_or_default();
         let event_types = map.get("eventTypes").map(event_types_field).transpose()?.unwrap_or_default();
-        Ok(NewEndpoint { url, description, event_types })
+        let heartbeat_seconds = map
+            .get("heartbeatSeconds")
+            .map(heartbeat_field)
+            .transpose()?
+            .unwrap_or(DEFAULT_HEARTBEAT_SECONDS);
+        let payload_format =
+            map.get("payloadFormat").map(payload_format_field).transpose()?.unwrap_or(PAYLOAD_FORMATS[0]);
+        Ok(NewEndpoint { url, description, event_types, heartbeat_seconds, payload_format })
     }
 }
 
@@ -178,12 +231,17 @@ impl TryFrom<&Value> for EndpointChange {
 
     fn try_from(body: &Value) -> Result<Self, FieldError> {
         let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes", "enabled"])?;
+        reject_unknown(
+            map,
+            &["url", "description", "eventTypes", "enabled", "heartbeatSeconds", "payloadFormat"],
+        )?;
         let change = EndpointChange {
             url: map.get("url").map(url_field).transpose()?,
             description: map.get("description").map(description_field).transpose()?,
             event_types: map.get("eventTypes").map(event_types_field).transpose()?,
             enabled: input::boolean("enabled", map.get("enabled"))?,
+            heartbeat_seconds: map.get("heartbeatSeconds").map(heartbeat_field).transpose()?,
+            payload_format: map.get("payloadFormat").map(payload_format_field).transpose()?,
         };
         if change.fields().is_empty() {
             return Err(FieldError::new("body", "names no field to change"));
@@ -198,7 +256,9 @@ fn names(types: &[EventType]) -> Vec<String> {
 
 const COLUMNS: &str =
     "id, workspace_id, url, description, event_types, enabled, disabled_at, disabled_reason, \
-     previous_expires_at, failing_since, version, created_at, updated_at";
+     previous_expires_at, failing_since, status, last_sequence, heartbeat_seconds, payload_format, version, \
+     created_at, \
+     updated_at";
 
 fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
     Endpoint {
@@ -212,6 +272,10 @@ fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
         disabled_reason: row.get("disabled_reason"),
         previous_secret_expires_at: row.get("previous_expires_at"),
         failing_since: row.get("failing_since"),
+        status: row.get("status"),
+        last_sequence: row.get("last_sequence"),
+        heartbeat_seconds: row.get("heartbeat_seconds"),
+        payload_format: row.get("payload_format"),
         version: row.get("version"),
         created_at: row.get("created_at"),
         updated_at: row.get("updated_at"),
@@ -235,7 +299,13 @@ pub async fn audit(
     sql::execute(client, AUDIT, &[&id, &workspace, &endpoint, &action, &actor, &detail]).await.map(|_| ())
 }
 
-/// Stores a new endpoint with a fresh secret; answers it with the secret (shown once).
+/// Takes the workspace's endpoint-creation lock (transaction-scoped) and counts its endpoints.
+const LOCK_FOR_CREATE: &str =
+    "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::uuid::text, 0))";
+const COUNT_FOR_CREATE: &str = "SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1";
+
+/// Stores a new endpoint with a fresh secret; answers it with the secret (shown once). A workspace
+/// that has [`MAX_ENDPOINTS_PER_WORKSPACE`] endpoints gets a conflict and nothing is written.
 pub async fn create(
     client: &impl GenericClient,
     key: &WebhookKey,
@@ -243,17 +313,38 @@ pub async fn create(
     new: &NewEndpoint,
     actor: &str,
 ) -> DomainResult<Created> {
+    // Creates of one workspace queue on a lock (held until commit), so the bound holds under
+    // concurrent creates.
+    sql::execute(client, LOCK_FOR_CREATE, &[&workspace]).await?;
+    let count: i64 = sql::query_one(client, COUNT_FOR_CREATE, &[&workspace]).await?.get(0);
+    if count >= MAX_ENDPOINTS_PER_WORKSPACE {
+        return Err(DomainError::Conflict(format!(
+            "a workspace has at most {MAX_ENDPOINTS_PER_WORKSPACE} webhook endpoints; delete one first"
+        )));
+    }
     let id = WebhookEndpointId::generate();
     let secret = Secret::generate();
     let insert = format!(
-        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret) \
-         VALUES ($1, $2, $3, $4, $5, $6) RETURNING {COLUMNS}"
+        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret, \
+           heartbeat_seconds, payload_format) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
     );
     let types = names(&new.event_types);
     let sealed = key.seal(id, &secret).await.map_err(sealing)?;
-    let row =
-        sql::query_one(client, &insert, &[&id, &workspace, &new.url, &new.description, &types, &sealed])
-            .await?;
+    let row = sql::query_one(
+        client,
+        &insert,
+        &[
+            &id,
+            &workspace,
+            &new.url,
+            &new.description,
+            &types,
+            &sealed,
+            &new.heartbeat_seconds,
+            &new.payload_format,
+        ],
+    )
+    .await?;
     audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
     Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
 }
@@ -278,16 +369,23 @@ pub async fn get(
         .ok_or(DomainError::NotFound)
 }
 
-const UPDATE: &str = "UPDATE webhook_endpoints SET \
+/// The row is locked first so the status it had before the change can be audited.
+const UPDATE: &str = "WITH before AS ( \
+       SELECT id, status AS previous_status FROM webhook_endpoints \
+       WHERE workspace_id = $1 AND id = $2 FOR UPDATE) \
+     UPDATE webhook_endpoints w SET \
        url = COALESCE($3, url), description = COALESCE($4, description), \
        event_types = COALESCE($5, event_types), \
+       heartbeat_seconds = COALESCE($7, heartbeat_seconds), \
+       payload_format = COALESCE($8, payload_format), \
        enabled = COALESCE($6, enabled), \
+       status = CASE WHEN $6 IS NULL THEN status WHEN $6 THEN 'active' ELSE 'off' END, \
        disabled_at = CASE WHEN $6 IS NULL THEN disabled_at WHEN $6 THEN NULL ELSE COALESCE(disabled_at, now()) END, \
        disabled_reason = CASE WHEN $6 IS NULL THEN disabled_reason WHEN $6 THEN NULL \
                               ELSE COALESCE(disabled_reason, 'operator') END, \
        failing_since = CASE WHEN $6 THEN NULL ELSE failing_since END, \
        version = version + 1, updated_at = now() \
-     WHERE workspace_id = $1 AND id = $2 RETURNING ";
+     FROM before WHERE w.id = before.id RETURNING before.previous_status, ";
 
 /// Applies `change`; enabling clears the failure clock, disabling keeps pending deliveries.
 pub async fn update(
@@ -298,11 +396,23 @@ pub async fn update(
     actor: &str,
 ) -> DomainResult<Endpoint> {
     let types = change.event_types.as_deref().map(names);
-    let statement = format!("{UPDATE}{COLUMNS}");
+    static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns: Vec<String> = COLUMNS.split(',').map(|c| format!("w.{}", c.trim())).collect();
+        format!("{UPDATE}{}", columns.join(", "))
+    });
     let row = sql::query_opt(
         client,
-        &statement,
-        &[&workspace, &id, &change.url, &change.description, &types, &change.enabled],
+        &STATEMENT,
+        &[
+            &workspace,
+            &id,
+            &change.url,
+            &change.description,
+            &types,
+            &change.enabled,
+            &change.heartbeat_seconds,
+            &change.payload_format,
+        ],
     )
     .await?
     .ok_or(DomainError::NotFound)?;
@@ -312,7 +422,25 @@ pub async fn update(
         _ => "update",
     };
     audit(client, workspace, id, action, actor, json!({ "fields": change.fields() })).await?;
-    Ok(endpoint(&row))
+    let updated = endpoint(&row);
+    let previous: String = row.get("previous_status");
+    audit_status(client, workspace, id, &previous, &updated.status, actor).await?;
+    Ok(updated)
+}
+
+/// Audits a status change (`from` → `to`, codes only); nothing when the status stayed.
+pub async fn audit_status(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    id: WebhookEndpointId,
+    from: &str,
+    to: &str,
+    actor: &str,
+) -> Result<(), tokio_postgres::Error> {
+    if from == to {
+        return Ok(());
+    }
+    audit(client, workspace, id, "status", actor, json!({ "from": from, "to": to })).await
 }
 
 /// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).

@@ -1,6 +1,10 @@
 //! The fan-out: one delivery per (endpoint subscribed to the event's type, event), written in the
 //! `webhook_fan_out` listener's receipt transaction. `UNIQUE(endpoint_id, event_id)` makes a
-//! duplicate run create nothing; rows carry ids and the type name only.
+//! duplicate run create nothing; rows carry ids, the type name and the delivery's number only.
+//!
+//! Numbering (DESIGN.md §5f): each endpoint numbers its deliveries 1, 2, 3 … with no gap and no
+//! reuse, assigned here in the fan-out's transaction ([`insert_sql`]); the number never changes
+//! afterwards, so every attempt, recover and replay carries the same one.
 //!
 //! A disabled endpoint gets its deliveries too: they are **held** (created `pending`, never claimed,
 //! no attempt spent while it is off — the sender's claim joins enabled endpoints only) and go out once
@@ -23,12 +27,21 @@ pub const HOLD_DAYS: u32 = 30;
 pub const SUBSCRIBED: &str = "(w.enabled OR w.disabled_at > now() - interval '30 days') \
      AND (w.event_types = '{}' OR $2::text = ANY (w.event_types))";
 
+/// The subscribed endpoints without a delivery of the event are locked in id order (so two fan-outs
+/// of one workspace cannot deadlock), then one delivery each is inserted; the schema's trigger
+/// (`number_webhook_delivery`, V24) gives each its endpoint's next number under that lock, held until
+/// the listener's transaction commits, so concurrent fan-outs to one endpoint number in commit order
+/// and a rolled-back fan-out gives its numbers back (no gap, no reuse). A duplicate run finds the
+/// deliveries and takes no number; a concurrent duplicate run fails on `UNIQUE(endpoint_id,
+/// event_id)` and is retried like any listener error, taking no number either.
 fn insert_sql() -> String {
     format!(
-        "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
-         SELECT gen_random_uuid(), w.id, w.workspace_id, $3, $2 FROM webhook_endpoints w \
-         WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
-         ON CONFLICT (endpoint_id, event_id) DO NOTHING"
+        "WITH locked AS ( \
+           SELECT w.id, w.workspace_id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
+             AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.event_id = $3) \
+           ORDER BY w.id FOR UPDATE) \
+         INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
+         SELECT gen_random_uuid(), id, workspace_id, $3, $2 FROM locked"
     )
 }
 

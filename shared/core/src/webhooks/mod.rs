@@ -11,6 +11,8 @@
 //!   workspaces without webhooks pay nothing.
 //! - [`sender`]: claims due deliveries under a lease, checks the URL again ([`guard`]), POSTs the
 //!   signed identifier-only CloudEvent ([`signing`], [`client`]), records the attempt, marks fenced.
+//! - [`sequence`]: each endpoint numbers its deliveries densely (the CloudEvents `sequence`);
+//!   [`heartbeat`]: a signed heartbeat with the endpoint's status and last number when idle.
 //! - [`secret_box`]: the signing secrets are stored sealed (XChaCha20-Poly1305, bound to their
 //!   endpoint's row) under a key kept outside the database; only create/rotate seal and the sender
 //!   opens.
@@ -40,10 +42,13 @@
 pub mod client;
 pub mod endpoints;
 pub mod fanout;
+pub mod fhir;
 pub mod guard;
+pub mod heartbeat;
 pub mod secret_box;
 pub mod sender;
+pub mod sequence;
 pub mod signing;
 pub mod store;
 
-pub use sender::{BodyFn, WebhookConfig, WebhookReport, WebhookSender};
+pub use sender::{BodyFn, Payload, WebhookConfig, WebhookReport, WebhookSender};

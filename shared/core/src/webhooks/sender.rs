@@ -41,17 +41,27 @@ use tokio::sync::watch;
 use super::client::{self, Signed, Timeouts};
 use super::endpoints;
 use super::guard::{self, Egress, Resolve, SystemResolver};
+use super::heartbeat::{self, Heartbeat};
 use super::secret_box::{OpenError, WebhookKey};
-use super::store::{self, AttemptRecord, Claimed, Next};
+use super::store::{self, AttemptRecord, Claimed, Next, Sequence};
 use crate::config::{bounded, ConfigError};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
 use crate::lease::{RetryPolicy, Verdict};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
-/// builder, `events::cloudevent::to_published_event`, without the `listener` extension; injected as
-/// `clinic_sqs::webhook_body`).
-pub type BodyFn = Arc<dyn Fn(&Envelope) -> Vec<u8> + Send + Sync>;
+/// builder, `events::cloudevent::to_published_event`, without the `listener` extension and with the
+/// delivery's number as the `sequence` extension; injected as `clinic_sqs::webhook_body`).
+pub type BodyFn = Arc<dyn Fn(Payload<'_>) -> Vec<u8> + Send + Sync>;
+
+/// What a body is built from.
+#[derive(Debug, Clone, Copy)]
+pub enum Payload<'a> {
+    /// A delivery: the event and the delivery's number.
+    Event { envelope: &'a Envelope, sequence: Sequence },
+    /// A heartbeat ([`super::heartbeat`]).
+    Heartbeat(&'a Heartbeat),
+}
 
 /// Delays before attempt 2, 3, … 8.
 pub const SCHEDULE: [Duration; 7] = [
@@ -67,6 +77,8 @@ pub const SCHEDULE: [Duration; 7] = [
 pub const RETRY_POLICY: RetryPolicy = RetryPolicy::schedule(&SCHEDULE);
 /// Attempts in all: the first and one per step of [`SCHEDULE`].
 pub const MAX_ATTEMPTS: i32 = RETRY_POLICY.ceiling;
+/// Failing (with no success) for longer than this: the endpoint's status is `error`.
+pub const DEFAULT_ERROR_AFTER: Duration = Duration::from_secs(10 * 60);
 /// At most this many attempts of one endpoint are in flight (leased) at once.
 pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
 /// Time kept beyond one attempt's bound for the claim and the mark (database round trips).
@@ -84,6 +96,9 @@ pub struct WebhookConfig {
     pub lease: Duration,
     /// `CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS` (default 120 = 5 days).
     pub disable_after: Duration,
+    /// An endpoint whose attempts have failed for longer than this (with no success) has the status
+    /// `error` (default [`DEFAULT_ERROR_AFTER`]); a success makes it `active` again.
+    pub error_after: Duration,
     pub batch: i64,
 }
 
@@ -94,6 +109,7 @@ impl Default for WebhookConfig {
             timeouts: Timeouts::default(),
             lease: Duration::from_secs(60),
             disable_after: Duration::from_secs(120 * 3600),
+            error_after: DEFAULT_ERROR_AFTER,
             batch: 20,
         }
     }
@@ -115,6 +131,7 @@ impl WebhookConfig {
             disable_after: Duration::from_secs(
                 3600 * bounded("CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS", 120, 1..=2160)?,
             ),
+            error_after: DEFAULT_ERROR_AFTER,
             batch: 20,
         })
     }
@@ -140,6 +157,8 @@ pub struct WebhookReport {
     pub failed: u64,
     pub fenced: u64,
     pub disabled_endpoints: u64,
+    /// Heartbeats sent (answered 2xx).
+    pub heartbeats: u64,
     /// The run stopped claiming because its deadline was too close for another attempt.
     pub stopped_at_deadline: bool,
 }
@@ -258,6 +277,11 @@ impl WebhookSender {
             let client = self.pool.get().await?;
             store::fail_exhausted(&client, MAX_ATTEMPTS).await?;
         }
+        if deadline
+            .is_none_or(|deadline| deadline.saturating_duration_since(Instant::now()) >= self.step_bound())
+        {
+            total.heartbeats = self.send_heartbeats().await?;
+        }
         let needed = self.step_bound();
         for _ in 0..max_steps {
             if deadline.is_some_and(|deadline| deadline.saturating_duration_since(Instant::now()) < needed) {
@@ -351,7 +375,8 @@ impl WebhookSender {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let marked = store::mark(&tx, delivery, token, &record, next).await?;
-        store::record_health(&tx, delivery.endpoint_id, next == Next::Delivered).await?;
+        store::record_health(&tx, delivery.endpoint_id, next == Next::Delivered, self.config.error_after)
+            .await?;
         tx.commit().await?;
         let outcome = match (marked, next) {
             (false, _) => Outcome::Fenced,
@@ -389,14 +414,95 @@ impl WebhookSender {
             .await
             .map_err(|_| ("resolve_timeout", true))?
             .map_err(|refused| (refused.code(), true))?;
-        let body = (self.body)(envelope);
+        if delivery.payload_format == super::fhir::FORMAT {
+            let bundle = super::fhir::event_notification(
+                envelope,
+                delivery.sequence,
+                delivery.endpoint_id,
+                &delivery.endpoint_status,
+            );
+            let body = serde_json::to_vec(&bundle).unwrap_or_default();
+            return self
+                .post_signed(target, &delivery.id.to_string(), &body, signing, super::fhir::CONTENT_TYPE)
+                .await;
+        }
+        let body = (self.body)(Payload::Event { envelope, sequence: delivery.sequence });
         #[cfg(feature = "testing")]
         crate::contract::capture::record("webhook", || &body[..]);
-        let id = delivery.id.to_string();
+        self.post_signed(target, &delivery.id.to_string(), &body, signing, "application/json").await
+    }
+
+    /// Signs `body` with every current secret and posts it to the checked `target`.
+    async fn post_signed(
+        &self,
+        target: guard::Target,
+        id: &str,
+        body: &[u8],
+        signing: &endpoints::Signing,
+        content_type: &str,
+    ) -> Result<client::Answer, (&'static str, bool)> {
         let timestamp = chrono::Utc::now().timestamp();
-        let signature = super::signing::signature_header(&signing.all(), &id, timestamp, &body);
-        let signed = Signed { id: &id, timestamp, signature: &signature, body: &body };
+        let signature = super::signing::signature_header(&signing.all(), id, timestamp, body);
+        let signed = Signed { id, timestamp, signature: &signature, body, content_type };
         client::post(&target, &signed, self.config.timeouts).await.map_err(|error| (error.code(), true))
+    }
+
+    /// Sends the heartbeats due now (one claim; each endpoint at most once); answers how many were
+    /// answered 2xx. Each records the endpoint's health like a delivery attempt (status changes are
+    /// audited); a failed heartbeat is only logged (never retried).
+    async fn send_heartbeats(&self) -> Result<u64, WebhookError> {
+        let due = {
+            let client = self.pool.get().await?;
+            heartbeat::claim(&client, self.config.batch).await?
+        };
+        let sent = futures::future::join_all(due.iter().map(|beat| self.heartbeat(beat))).await;
+        let mut delivered = 0;
+        for outcome in sent {
+            delivered += u64::from(outcome?);
+        }
+        Ok(delivered)
+    }
+
+    #[tracing::instrument(skip_all, name = "webhook.heartbeat", fields(endpoint_id = %beat.endpoint_id))]
+    async fn heartbeat(&self, beat: &Heartbeat) -> Result<bool, WebhookError> {
+        let signing = {
+            let client = self.pool.get().await?;
+            endpoints::signing(&client, &self.key, beat.endpoint_id).await?
+        };
+        let Some(Ok(signing)) = signing else {
+            tracing::warn!(endpoint_id = %beat.endpoint_id, "webhook heartbeat not sent: no readable secret");
+            return Ok(false);
+        };
+        let posted = async {
+            let resolve = guard::resolve_target(&beat.url, self.config.egress, self.resolver.as_ref());
+            let target = tokio::time::timeout(self.config.timeouts.connect, resolve)
+                .await
+                .map_err(|_| ("resolve_timeout", true))?
+                .map_err(|refused| (refused.code(), true))?;
+            let (body, content_type) = if beat.payload_format == super::fhir::FORMAT {
+                (
+                    serde_json::to_vec(&super::fhir::heartbeat(beat)).unwrap_or_default(),
+                    super::fhir::CONTENT_TYPE,
+                )
+            } else {
+                ((self.body)(Payload::Heartbeat(beat)), "application/json")
+            };
+            self.post_signed(target, &beat.id.to_string(), &body, &signing, content_type).await
+        }
+        .await;
+        let ok = matches!(&posted, Ok(answer) if (200..300).contains(&answer.status));
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        store::record_health(&tx, beat.endpoint_id, ok, self.config.error_after).await?;
+        tx.commit().await?;
+        tracing::info!(
+            endpoint_id = %beat.endpoint_id,
+            last_sequence = beat.last_sequence.0,
+            status = ?posted.as_ref().ok().map(|answer| answer.status),
+            error_code = posted.as_ref().err().map_or("", |error| error.0),
+            "webhook heartbeat"
+        );
+        Ok(ok)
     }
 
     /// Seals the legacy rows holding a clear secret, once per process (batches until none is left).
@@ -425,9 +531,11 @@ impl WebhookSender {
         let mut client = self.pool.get().await?;
         let tx = client.transaction().await?;
         let disabled = store::auto_disable(&tx, self.config.disable_after.as_secs_f64() / 3600.0).await?;
-        for (endpoint, workspace) in &disabled {
+        for off in &disabled {
+            let (endpoint, workspace) = (off.endpoint, off.workspace);
             let detail = serde_json::json!({ "failingForHours": self.config.disable_after.as_secs() / 3600 });
-            endpoints::audit(&tx, *workspace, *endpoint, "auto_disable", "system", detail).await?;
+            endpoints::audit(&tx, workspace, endpoint, "auto_disable", "system", detail).await?;
+            endpoints::audit_status(&tx, workspace, endpoint, &off.previous_status, "off", "system").await?;
             tracing::warn!(endpoint_id = %endpoint, workspace_id = %workspace, "webhook endpoint disabled: failing");
         }
         tx.commit().await?;

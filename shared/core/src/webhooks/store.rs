@@ -14,6 +14,8 @@ use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::ActionKind;
 use crate::lease::{State, WEBHOOK_DELIVERIES};
 
+pub use super::sequence::Sequence;
+
 /// A claimed delivery: what one attempt needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
@@ -24,6 +26,11 @@ pub struct Claimed {
     /// Attempts including this one.
     pub attempts: i32,
     pub url: String,
+    /// The delivery's number in its endpoint's sequence (fixed at the fan-out).
+    pub sequence: Sequence,
+    /// The endpoint's body format and status now.
+    pub payload_format: String,
+    pub endpoint_status: String,
 }
 
 /// Due deliveries of enabled endpoints (pending, retry whose time came, sending whose lease ended),
@@ -49,7 +56,8 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
          due AS ({pick}) \
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
-         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url",
+         RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence, \
+           w.payload_format, w.status",
         leased = queue.stored.leased,
         running = queue.lease_running(""),
         due = queue.due("d"),
@@ -85,6 +93,9 @@ pub async fn claim(
             event_id: row.get(3),
             attempts: row.get(4),
             url: row.get(5),
+            sequence: Sequence(row.get(6)),
+            payload_format: row.get(7),
+            endpoint_status: row.get(8),
         })
         .collect())
 }
@@ -182,31 +193,66 @@ pub async fn mark(
     Ok(marked == 1)
 }
 
-/// A success clears the endpoint's failure clock; a failure starts it (when not running).
-const HEALTH: &str = "UPDATE webhook_endpoints SET failing_since = CASE WHEN $2 THEN NULL \
-       ELSE COALESCE(failing_since, now()) END \
-     WHERE id = $1 AND (failing_since IS NULL) <> $2";
+/// After any attempt to the endpoint (a delivery's or a heartbeat's; `$2`: it succeeded): a success
+/// clears the failure clock and makes the status `active`; a failure starts the clock (when not
+/// running) and makes the status `error` once the clock is older than `$3` seconds. Every attempt
+/// restarts the heartbeat clock (`last_contact_at`). Answers the workspace and the status before and
+/// after (the caller audits a change).
+const HEALTH: &str = "WITH before AS (SELECT id, status FROM webhook_endpoints WHERE id = $1 FOR UPDATE) \
+     UPDATE webhook_endpoints w SET \
+       failing_since = CASE WHEN $2 THEN NULL ELSE COALESCE(w.failing_since, now()) END, \
+       last_contact_at = now(), \
+       status = CASE WHEN NOT w.enabled THEN 'off' WHEN $2 THEN 'active' \
+                     WHEN COALESCE(w.failing_since, now()) <= now() - $3::float8 * interval '1 second' \
+                       THEN 'error' \
+                     ELSE w.status END \
+     FROM before WHERE w.id = before.id \
+     RETURNING w.workspace_id, before.status, w.status";
 
-/// Disables endpoints failing for longer than `$1` hours; answers the ones it disabled.
-const AUTO_DISABLE: &str = "UPDATE webhook_endpoints SET enabled = false, disabled_at = now(), \
+/// Disables endpoints failing for longer than `$1` hours (status `off`); answers the ones it
+/// disabled with the status each had.
+const AUTO_DISABLE: &str = "WITH before AS ( \
+       SELECT id, status FROM webhook_endpoints \
+       WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' FOR UPDATE SKIP LOCKED) \
+     UPDATE webhook_endpoints w SET enabled = false, disabled_at = now(), status = 'off', \
        disabled_reason = 'failing', version = version + 1, updated_at = now() \
-     WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' \
-     RETURNING id, workspace_id";
+     FROM before WHERE w.id = before.id \
+     RETURNING w.id, w.workspace_id, before.status";
 
+/// Records an attempt's health and audits a status change it caused (actor `system`).
 pub async fn record_health(
     client: &impl GenericClient,
     endpoint: WebhookEndpointId,
     ok: bool,
+    error_after: std::time::Duration,
 ) -> Result<(), tokio_postgres::Error> {
-    sql::execute(client, HEALTH, &[&endpoint, &ok]).await.map(|_| ())
+    let seconds = error_after.as_secs_f64();
+    if let Some(row) = sql::query_opt(client, HEALTH, &[&endpoint, &ok, &seconds]).await? {
+        let (workspace, from, to): (WorkspaceId, String, String) = (row.get(0), row.get(1), row.get(2));
+        super::endpoints::audit_status(client, workspace, endpoint, &from, &to, "system").await?;
+        if from != to {
+            tracing::info!(endpoint_id = %endpoint, from = %from, to = %to, "webhook endpoint status changed");
+        }
+    }
+    Ok(())
+}
+
+/// An endpoint the automatic disable turned off, with the status it had.
+pub struct AutoDisabled {
+    pub endpoint: WebhookEndpointId,
+    pub workspace: WorkspaceId,
+    pub previous_status: String,
 }
 
 pub async fn auto_disable(
     client: &impl GenericClient,
     after_hours: f64,
-) -> Result<Vec<(WebhookEndpointId, WorkspaceId)>, tokio_postgres::Error> {
+) -> Result<Vec<AutoDisabled>, tokio_postgres::Error> {
     let rows = sql::query(client, AUTO_DISABLE, &[&after_hours]).await?;
-    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    Ok(rows
+        .iter()
+        .map(|row| AutoDisabled { endpoint: row.get(0), workspace: row.get(1), previous_status: row.get(2) })
+        .collect())
 }
 
 /// An operator retry (the lease queue's, [`WEBHOOK_ACTIONS`]: a fresh attempt budget) of every
@@ -245,6 +291,8 @@ pub async fn recover(
 pub struct DeliveryItem {
     pub id: WebhookDeliveryId,
     pub endpoint_id: WebhookEndpointId,
+    /// The delivery's number in its endpoint's sequence.
+    pub sequence: i64,
     pub event_id: EventId,
     pub event_type: String,
     pub status: String,
@@ -256,7 +304,7 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str = "SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
+const LIST: &str = "SELECT d.id, d.endpoint_id, d.sequence, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
        d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, d.delivered_at, \
        d.created_at \
      FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
@@ -279,15 +327,16 @@ pub async fn list(
         .map(|row| DeliveryItem {
             id: row.get(0),
             endpoint_id: row.get(1),
-            event_id: row.get(2),
-            event_type: row.get(3),
-            status: row.get(4),
-            attempts: row.get(5),
-            last_status: row.get(6),
-            last_error_code: row.get(7),
-            next_attempt_at: row.get(8),
-            delivered_at: row.get(9),
-            created_at: row.get(10),
+            sequence: row.get(2),
+            event_id: row.get(3),
+            event_type: row.get(4),
+            status: row.get(5),
+            attempts: row.get(6),
+            last_status: row.get(7),
+            last_error_code: row.get(8),
+            next_attempt_at: row.get(9),
+            delivered_at: row.get(10),
+            created_at: row.get(11),
         })
         .collect())
 }
@@ -304,4 +353,66 @@ pub async fn sweep_delivered(
     batch: i64,
 ) -> Result<u64, tokio_postgres::Error> {
     sql::execute(client, SWEEP, &[&retention_hours, &batch]).await
+}
+
+/// One numbered delivery as a receiver replays it (ids, codes and times only).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Numbered {
+    /// The delivery's number (the CloudEvents `sequence`, here as an integer).
+    pub sequence: i64,
+    /// The `webhook-id` the delivery is (or was) sent with.
+    pub webhook_id: WebhookDeliveryId,
+    pub event_id: EventId,
+    /// The CloudEvents `type` (the published name, e.g. `clinic.appointment.created.v1`).
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// The event's resource (`appointment`, `patient`, …) and its id.
+    pub resource_type: Option<String>,
+    /// A ULID, like every id the API answers.
+    pub resource_id: Option<String>,
+    pub occurred_at: Option<DateTime<Utc>>,
+    /// The delivery's state now (`pending`, `sending`, `retry`, `delivered`, `failed`).
+    pub status: String,
+}
+
+/// The endpoint's deliveries numbered after `$3`, in number order, at most `$4` (the endpoint of
+/// the workspace `$1` only; the scan is the `(endpoint_id, sequence)` index).
+const REPLAY: &str = "SELECT d.sequence, d.id, d.event_id, d.event_type, e.version, e.resource_type, \
+       e.resource_id, e.occurred_at, d.status \
+     FROM webhook_deliveries d LEFT JOIN events e ON e.id = d.event_id \
+     WHERE d.workspace_id = $1 AND d.endpoint_id = $2 AND d.sequence > $3 \
+     ORDER BY d.sequence LIMIT $4";
+
+/// Replay by number: the numbered deliveries of `endpoint` after `after`, whatever their state.
+/// Delivered rows are kept for `CLINIC_RETENTION_HOURS` (the sweep), so a replay reaches back that far.
+pub async fn replay(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    endpoint: WebhookEndpointId,
+    after: i64,
+    limit: i64,
+) -> DomainResult<Vec<Numbered>> {
+    let rows = sql::query(client, REPLAY, &[&workspace, &endpoint, &after, &limit]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let stored: String = row.get(3);
+            let version: Option<i32> = row.get(4);
+            let event_type = match (crate::events::EventType::parse(&stored), version) {
+                (Some(known), Some(version)) => known.published_name(version),
+                _ => stored,
+            };
+            Numbered {
+                sequence: row.get(0),
+                webhook_id: row.get(1),
+                event_id: row.get(2),
+                event_type,
+                resource_type: row.get(5),
+                resource_id: row.get::<_, Option<uuid::Uuid>>(6).map(|id| ulid::Ulid::from(id).to_string()),
+                occurred_at: row.get(7),
+                status: row.get(8),
+            }
+        })
+        .collect())
 }

@@ -20,3 +20,4 @@ mod overlap;
 mod sql_pipeline;
 mod support;
 mod waiting;
+mod webhook_numbering;

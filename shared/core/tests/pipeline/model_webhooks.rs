@@ -201,6 +201,8 @@ impl Walk {
             url: receiver.url.clone(),
             description: "model".into(),
             event_types: vec![EventType::AppointmentCreated],
+            heartbeat_seconds: 0,
+            payload_format: "cloudevents",
         };
         let endpoint = {
             let client = fx.db.client().await;
@@ -216,7 +218,10 @@ impl Walk {
             lease: Duration::from_secs(600),
             ..WebhookConfig::default()
         };
-        let body: clinic_core::webhooks::BodyFn = Arc::new(|event| event.id.to_string().into_bytes());
+        let body: clinic_core::webhooks::BodyFn = Arc::new(|payload| match payload {
+            clinic_core::webhooks::Payload::Event { envelope, .. } => envelope.id.to_string().into_bytes(),
+            clinic_core::webhooks::Payload::Heartbeat(_) => b"heartbeat".to_vec(),
+        });
         let sender = WebhookSender::new(fx.db.pool.clone(), config, key, body);
         Walk {
             fx,

@@ -75,12 +75,25 @@ async fn the_gauge_counts_each_queues_waiting_rows_and_is_bounded() {
         .unwrap();
     assert_eq!(read(&client).await.unwrap(), Waiting { outbox: 1, notifications: 2, webhook_deliveries: 1 });
 
-    // Bounded: more failed deliveries than the cap are reported as the cap.
+    // Bounded: more failed deliveries than the cap are reported as the cap. Spread over 50 endpoints:
+    // each delivery takes its endpoint's next number (V24's trigger updates the endpoint row), and
+    // one statement numbering thousands of rows of one endpoint walks that row's versions each time.
+    client
+        .execute(
+            "INSERT INTO webhook_endpoints (id, workspace_id, url, secret) \
+             SELECT gen_random_uuid(), $1, 'https://hooks.example.com/' || n, 'enc2:x:y' \
+             FROM generate_series(1, 50) n",
+            &[&workspace],
+        )
+        .await
+        .unwrap();
     client
         .execute(
             "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status) \
-             SELECT gen_random_uuid(), $1, $2, gen_random_uuid(), 'appointment.created', 'failed' \
-             FROM generate_series(1, $3::bigint)",
+             SELECT gen_random_uuid(), (SELECT array_agg(id ORDER BY id) FROM webhook_endpoints \
+                                        WHERE id <> $1)[1 + n % 50], \
+                    $2, gen_random_uuid(), 'appointment.created', 'failed' \
+             FROM generate_series(1, $3::bigint) n",
             &[&endpoint, &workspace, &(CAP + 5)],
         )
         .await

@@ -16,6 +16,10 @@
 //!   [`super::acted::bulk`]): retry makes a `failed` or `retry` delivery `pending` now with a fresh
 //!   attempt budget (same `webhook-id`), discard makes it `discarded` (final); any other status
 //!   answers 409 naming why; each writes one `operator_actions` row.
+//! - `GET /v1/webhooks/endpoints/{id}/events?after=N&limit=L` → replay by number: the endpoint's
+//!   numbered deliveries after N in number order (ids only, whatever their state), its status and
+//!   last number. With `GET /v1/webhooks/endpoints/{id}` the one pair of routes a partner's
+//!   read-only `integration` token may call ([`IntegrationReader`]; admins may too).
 //!
 //! Each change is one transaction with its audit row; another workspace's endpoint answers 404.
 //!
@@ -36,7 +40,7 @@ use serde_json::{json, Value};
 
 use super::acted::{self, DiscardAll, RetryAll};
 use super::{bad, path_id};
-use crate::auth::Caller;
+use crate::auth::{Caller, IntegrationReader};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -180,10 +184,9 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
 
 pub async fn get_one(
     State(state): State<AppState>,
-    caller: Caller,
+    IntegrationReader(caller): IntegrationReader,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    caller.require_admin()?;
     let id: WebhookEndpointId = path_id(&id)?;
     let conn = state.pool.get().await?;
     Ok(Json(endpoints::get(&conn, caller.workspace_id, id).await?).into_response())
@@ -323,4 +326,48 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
 
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, DiscardAll>(state, request).await
+}
+
+/// The most numbered deliveries one replay answers.
+const MAX_REPLAY: i64 = 100;
+
+/// `GET /v1/webhooks/endpoints/{id}/events?after=N&limit=L`: replay by number (admin or
+/// `integration`). `after` is 0 or more (default 0), `limit` 1–100 (default 100); anything else
+/// answers 400 naming the parameter. `nextAfter` is the last number answered when the page is full
+/// (ask again with it), else `null`.
+pub async fn replay(
+    State(state): State<AppState>,
+    IntegrationReader(caller): IntegrationReader,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, ApiError> {
+    let id: WebhookEndpointId = path_id(&id)?;
+    let after = match query.get("after") {
+        None => 0,
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| bad("after", "must be a delivery number, 0 or more"))?,
+    };
+    let limit = match query.get("limit") {
+        None => MAX_REPLAY,
+        Some(raw) => raw
+            .parse::<i64>()
+            .ok()
+            .filter(|n| (1..=MAX_REPLAY).contains(n))
+            .ok_or_else(|| bad("limit", format!("must be 1 to {MAX_REPLAY}")))?,
+    };
+    let conn = state.pool.get().await?;
+    let endpoint = endpoints::get(&conn, caller.workspace_id, id).await?;
+    let items = store::replay(&conn, caller.workspace_id, id, after, limit).await?;
+    let next_after = (items.len() as i64 == limit).then(|| items.last().map(|item| item.sequence)).flatten();
+    Ok(Json(json!({
+        "endpointId": endpoint.id,
+        "status": endpoint.status,
+        "lastSequence": endpoint.last_sequence,
+        "items": items,
+        "nextAfter": next_after,
+    }))
+    .into_response())
 }

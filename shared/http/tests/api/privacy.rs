@@ -143,9 +143,12 @@ async fn exported_spans_of_a_booking_run_carry_ids_only_and_link_to_the_committi
         app.state.pool.clone(),
         WebhookConfig { egress: Egress { allow_loopback_http: true }, ..WebhookConfig::default() },
         clinic_testkit::webhook_key(),
-        Arc::new(|envelope: &clinic_core::events::Envelope| {
-            serde_json::to_vec(&clinic_core::events::cloudevent::to_published_event(envelope, "/clinic"))
-                .unwrap_or_default()
+        Arc::new(|payload: clinic_core::webhooks::Payload<'_>| match payload {
+            clinic_core::webhooks::Payload::Event { envelope, .. } => {
+                serde_json::to_vec(&clinic_core::events::cloudevent::to_published_event(envelope, "/clinic"))
+                    .unwrap_or_default()
+            }
+            clinic_core::webhooks::Payload::Heartbeat(_) => Vec::new(),
         }),
     ));
     let transport = LocalTransport::new(app.state.pool.clone()).with_webhooks(webhooks);

@@ -256,6 +256,8 @@ async fn the_sweep_clears_rotated_out_webhook_secrets_once_their_overlap_ended()
         url: "https://hooks.example.com/a".into(),
         description: String::new(),
         event_types: vec![],
+        heartbeat_seconds: 0,
+        payload_format: "cloudevents",
     };
     let mut ids = Vec::new();
     for overlap in [1, 1, 0] {
