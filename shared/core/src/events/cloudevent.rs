@@ -26,6 +26,11 @@ use crate::listeners::Listener;
 use crate::telemetry::TraceParent;
 
 pub const SPEC_VERSION: &str = "1.0";
+
+/// The CloudEvents `source` of an event of `workspace_id`: `<prefix>/workspaces/<workspaceId>`.
+pub fn event_source(prefix: &str, workspace_id: crate::ids::WorkspaceId) -> String {
+    format!("{}/workspaces/{}", prefix.trim_end_matches('/'), workspace_id)
+}
 pub const DATA_CONTENT_TYPE: &str = "application/json";
 
 /// A structured-mode CloudEvent carrying an envelope.
@@ -94,7 +99,7 @@ pub fn to_published_event(envelope: &Envelope, source_prefix: &str) -> CloudEven
     CloudEvent {
         specversion: SPEC_VERSION.into(),
         id: envelope.id.to_string(),
-        source: crate::listeners::event_source(source_prefix, envelope.workspace_id),
+        source: event_source(source_prefix, envelope.workspace_id),
         event_type: cloud_event_type(envelope),
         dataschema: crate::contract::dataschema(envelope.event_type, envelope.version),
         subject: envelope.resource_id.to_string(),

@@ -21,7 +21,6 @@ use super::{is_routed, Listener, ListenerError};
 use crate::db::{sql, Tx};
 use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS, ENVELOPE_COLUMN_COUNT};
 use crate::events::Envelope;
-use crate::ids::WorkspaceId;
 
 /// The namespace of listener metrics.
 pub use crate::telemetry::emf::LISTENERS as NAMESPACE;
@@ -79,10 +78,7 @@ impl Rejection {
     }
 }
 
-/// The CloudEvents `source` of an event of `workspace_id`: `<prefix>/workspaces/<workspaceId>`.
-pub fn event_source(prefix: &str, workspace_id: WorkspaceId) -> String {
-    format!("{}/workspaces/{}", prefix.trim_end_matches('/'), workspace_id)
-}
+pub use crate::events::cloudevent::event_source;
 
 /// The `source` a message carried and the prefix this deployment publishes with.
 #[derive(Debug, Clone, Copy)]

@@ -78,7 +78,7 @@ pub fn to_cloud_event(heartbeat: &Heartbeat, source_prefix: &str) -> Value {
     json!({
         "specversion": crate::events::cloudevent::SPEC_VERSION,
         "id": heartbeat.id.to_string(),
-        "source": crate::listeners::event_source(source_prefix, heartbeat.workspace_id),
+        "source": crate::events::cloudevent::event_source(source_prefix, heartbeat.workspace_id),
         "type": HEARTBEAT_TYPE,
         "subject": heartbeat.endpoint_id.to_string(),
         "time": heartbeat.at,
