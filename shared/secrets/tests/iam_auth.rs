@@ -26,23 +26,28 @@ fn python_with_botocore() -> Option<String> {
 }
 
 const BOTOCORE_TOKEN: &str = r#"
-import datetime, sys
+import datetime, importlib, sys
 from unittest import mock
-import botocore.auth, botocore.session
+import botocore.session
 host, port, user, region, key_id, secret, epoch = sys.argv[1:]
-now = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc).replace(tzinfo=None)
+now = datetime.datetime.fromtimestamp(int(epoch), tz=datetime.timezone.utc)
+def clock(remove_tzinfo=True):
+    return now.replace(tzinfo=None) if remove_tzinfo else now
 session = botocore.session.get_session()
 session.set_credentials(key_id, secret)
 rds = session.create_client("rds", region_name=region)
-clock = "get_current_datetime" if hasattr(botocore.auth, "get_current_datetime") else "datetime"
-if clock == "datetime":
-    fake = mock.MagicMock(wraps=datetime)
-    fake.datetime.utcnow.return_value = now
-    patch = mock.patch("botocore.auth.datetime", fake)
-else:
-    patch = mock.patch("botocore.auth.get_current_datetime", return_value=now)
-with patch:
-    print(rds.generate_db_auth_token(host, int(port), user, Region=region))
+# botocore signs in Python, or through awscrt when that is installed: pin the clock of both.
+patches = []
+for name in ("botocore.auth", "botocore.crt.auth"):
+    try:
+        module = importlib.import_module(name)
+    except ImportError:
+        continue
+    if hasattr(module, "get_current_datetime"):
+        patches.append(mock.patch(f"{name}.get_current_datetime", side_effect=clock))
+for patch in patches:
+    patch.start()
+print(rds.generate_db_auth_token(host, int(port), user, Region=region))
 "#;
 
 /// `host:port/?query` as its address and its sorted query pairs (the order is not part of a token).
@@ -76,8 +81,8 @@ fn an_iam_token_is_the_one_botocore_makes_for_the_same_request_and_time() {
             .unwrap();
         assert!(output.status.success(), "botocore: {}", String::from_utf8_lossy(&output.stderr));
         let theirs = String::from_utf8(output.stdout).unwrap().trim().to_owned();
+        // The same pairs (botocore's Python and awscrt signers order them differently; RDS parses them).
         assert_eq!(parts(&ours), parts(&theirs), "\nours:   {ours}\ntheirs: {theirs}");
-        assert_eq!(ours, theirs, "the same pairs in the same order");
         let signature = |token: &str| parts(token).1.into_iter().find(|(k, _)| k == "X-Amz-Signature");
         assert!(signature(&ours).is_some_and(|(_, v)| v.len() == 64), "{ours}");
     }
