@@ -218,10 +218,8 @@ impl Walk {
             lease: Duration::from_secs(600),
             ..WebhookConfig::default()
         };
-        let body: clinic_core::webhooks::BodyFn = Arc::new(|payload| match payload {
-            clinic_core::webhooks::Payload::Event { envelope, .. } => envelope.id.to_string().into_bytes(),
-            clinic_core::webhooks::Payload::Heartbeat(_) => b"heartbeat".to_vec(),
-        });
+        // The production body (the identifier-only CloudEvent): tests/run validates every captured one.
+        let body = clinic_sqs::webhook_body("/clinic");
         let sender = WebhookSender::new(fx.db.pool.clone(), config, key, body);
         Walk {
             fx,
