@@ -43,6 +43,14 @@ PAST_DATE = (
     "not in the future: depends on today's date",
 )
 
+# The zone names of the tz database this build carries (chrono-tz): a list, not a pattern, and one
+# that changes with the database's releases.
+TIME_ZONE = (
+    "timeZone",
+    ("timeZone: must be an IANA time zone name such as Europe/Lisbon or UTC",),
+    "a zone of the tz database of this build",
+)
+
 REFERENCES = [
     ("patientId", ("patientId: no such patient",), "the patient must exist: stored data"),
     ("practitionerId", ("practitionerId: no such practitioner",), "the practitioner must exist: stored data"),
@@ -78,7 +86,7 @@ UNSTATABLE = {
     "POST /v1/system/webhook-deliveries/bulk/retry": [FILTER_WINDOW],
     "POST /v1/system/webhook-deliveries/bulk/discard": [FILTER_WINDOW],
     "POST /v1/patients": [PAST_DATE],
-    "PATCH /v1/patients/{id}": [PAST_DATE],
+    "PATCH /v1/patients/{id}": [PAST_DATE, TIME_ZONE],
     "GET /v1/patients": [PAST_DATE],
     "POST /v1/webhooks/endpoints": [WEBHOOK_HOST],
     "PATCH /v1/webhooks/endpoints/{id}": [WEBHOOK_HOST],
