@@ -20,7 +20,7 @@
 //! - Quiet hours are a wall-clock window `[start, end)` in the patient's zone (the workspace's when
 //!   the patient has none); `start > end` wraps midnight; `start == end` means none.
 
-use chrono::{DateTime, Duration, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
+use chrono::{DateTime, Duration, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone, Utc};
 use chrono_tz::Tz;
 
 use crate::domain::contact::{Channel, MessageKind};
@@ -58,7 +58,8 @@ impl QuietHours {
     /// The first instant after `now` outside the quiet hours in `zone` (`now` itself when it is
     /// outside). The candidates are the end time on the local dates around `now`; an end time that
     /// falls in a DST gap is moved to the first wall-clock minute after the gap, one that occurs
-    /// twice counts both times.
+    /// twice counts both times; and the zone's offset changes, where a fall-back can move the wall
+    /// clock back out of the window.
     pub fn next_opening(&self, now: DateTime<Utc>, zone: Tz) -> DateTime<Utc> {
         if !self.contains_instant(now, zone) {
             return now;
@@ -73,10 +74,46 @@ impl QuietHours {
                 }
             }
         }
+        // A fall-back whose repeated hour starts before the window moves the wall clock back out of
+        // it: the transition itself is then the opening.
+        for change in offset_changes(zone, now, now + Duration::days(4)) {
+            if change > now && !self.contains_instant(change, zone) {
+                best = Some(best.map_or(change, |b: DateTime<Utc>| b.min(change)));
+            }
+        }
         // Every zone's quiet window ends within three local days; a day later is the safe answer
         // should a zone ever jump further (never observed in the tz database).
         best.unwrap_or(now + Duration::days(1))
     }
+}
+
+/// The instants in `(from, to]` at which `zone`'s UTC offset changes, each exact to the second (the
+/// tz database's transitions fall on whole seconds): six-hour steps, then bisection over seconds.
+fn offset_changes(zone: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let offset = |second: i64| {
+        DateTime::from_timestamp(second, 0)
+            .map(|at| zone.offset_from_utc_datetime(&at.naive_utc()).fix().local_minus_utc())
+    };
+    const STEP: i64 = 6 * 3600;
+    let (mut low, end) = (from.timestamp(), to.timestamp());
+    let mut changes = Vec::new();
+    while low < end {
+        let high_end = (low + STEP).min(end);
+        if offset(low) != offset(high_end) {
+            let (mut before, mut after) = (low, high_end);
+            while after - before > 1 {
+                let middle = before + (after - before) / 2;
+                if offset(middle) == offset(before) {
+                    before = middle
+                } else {
+                    after = middle
+                }
+            }
+            changes.extend(DateTime::from_timestamp(after, 0));
+        }
+        low = high_end;
+    }
+    changes
 }
 
 /// The instants whose wall-clock time in `zone` is `date` at `time` — or, when that wall-clock time
@@ -251,6 +288,30 @@ mod tests {
         assert_eq!(
             decide(&prefs, Channel::Email, REMINDER, night),
             Decision::Defer { until: at("2026-03-08T07:00:00Z") } // 03:00 EDT
+        );
+    }
+
+    /// Found by the random run (10,000 messages): a fall-back whose repeated hour starts before the
+    /// quiet hours moves the wall clock back out of them, and the window opens at that instant, not
+    /// at the end time hours later.
+    #[test]
+    fn a_fall_back_out_of_the_window_opens_it_at_the_transition() {
+        let mut prefs = preferences("Europe/Belgrade");
+        prefs.quiet_hours = QuietHours {
+            start: NaiveTime::from_hms_opt(2, 37, 0).unwrap(),
+            end: NaiveTime::from_hms_opt(11, 28, 0).unwrap(),
+        };
+        // 2029-10-28 03:00 CEST falls back to 02:00 CET at 01:00 UTC; 00:39 UTC is 02:39 CEST (quiet).
+        let night = at("2029-10-28T00:39:01Z");
+        assert_eq!(
+            decide(&prefs, Channel::Email, REMINDER, night),
+            Decision::Defer { until: at("2029-10-28T01:00:00Z") } // 02:00 CET, before 02:37
+        );
+        // The default window (21:00–08:00) contains the whole repeated hour: the end time stands.
+        let default = preferences("Europe/Belgrade");
+        assert_eq!(
+            decide(&default, Channel::Email, REMINDER, night),
+            Decision::Defer { until: at("2029-10-28T07:00:00Z") } // 08:00 CET
         );
     }
 
