@@ -19,14 +19,6 @@ pub mod housekeeping;
 pub mod ids;
 pub mod lease;
 pub mod listeners;
-/// The dispatcher's metrics (they live in [`dispatch::metrics`]; this path is kept for callers).
-pub use dispatch::metrics;
-/// The old path of the listeners' notification seam, kept so callers written against it compile;
-/// new code uses [`listeners::notify`] (the seam) and [`delivery`] (sending).
-pub mod notifications {
-    pub use crate::delivery::{list, NotificationItem};
-    pub use crate::listeners::notify::*;
-}
 pub mod operator;
 pub mod outbox;
 pub mod patients;

@@ -35,9 +35,9 @@ fn the_outbox_alarms_watch_metrics_the_dispatcher_emits() {
     for metric in ["OldestPendingAgeMs", "OldestLiveAgeMs", "OldestUnsettledAgeMs", "WaitingForOperator"] {
         assert!(TEMPLATE.contains(&format!("MetricName: {metric}\n")), "no alarm on {metric}");
     }
-    let mut metrics = clinic_core::metrics::DispatchMetrics::new();
+    let mut metrics = clinic_core::dispatch::metrics::DispatchMetrics::new();
     metrics.dead(None);
-    metrics.ages(clinic_core::metrics::Ages {
+    metrics.ages(clinic_core::dispatch::metrics::Ages {
         oldest_pending_ms: 1,
         oldest_live_ms: 2,
         oldest_unsettled_ms: 3,

@@ -10,8 +10,8 @@ use anyhow::{anyhow, Context};
 use clinic_core::db::{connect_pool, Tx};
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
 use clinic_core::ids::EventId;
+use clinic_core::listeners::notify::{DeliveryLog, NewNotification, Notified, Notifier, NotifyError};
 use clinic_core::listeners::Listener;
-use clinic_core::notifications::{DeliveryLog, NewNotification, Notified, Notifier, NotifyError};
 use clinic_core::telemetry::{self, LogFormat};
 use tokio::process::{Child, Command};
 

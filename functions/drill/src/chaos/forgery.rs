@@ -118,7 +118,8 @@ pub async fn run_in_process(
         };
         *sent.entry(forgery.expect.as_str()).or_default() += 1;
         let result =
-            clinic_core::listeners::deliver(pool, &clinic_core::notifications::DeliveryLog, &delivery).await;
+            clinic_core::listeners::deliver(pool, &clinic_core::listeners::notify::DeliveryLog, &delivery)
+                .await;
         if let Some(reason) = result.err().and_then(|error| error.rejection()) {
             *rejected.entry(reason.as_str()).or_default() += 1;
         }

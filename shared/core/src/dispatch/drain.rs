@@ -59,7 +59,7 @@ impl Dispatcher {
             let StepOutcome::Dispatched(totals) = burst.outcome else { break };
             report.add(burst.steps, &totals);
         }
-        crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
+        crate::dispatch::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         Ok(report)
     }
 
@@ -101,7 +101,7 @@ impl Dispatcher {
                 }) => {
                     report.add(steps, &totals);
                     report.wakeups += wakeups;
-                    crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
+                    crate::dispatch::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                     // A backlog keeps the drain claiming without wake-ups: stop costing writers a
                     // NOTIFY each. A drain keeping up stays registered (see the module docs).
                     if backlog && registered.take().is_some() {
@@ -123,7 +123,7 @@ impl Dispatcher {
                     }
                 }
                 Ok(Burst { outcome: StepOutcome::Idle, .. }) => {
-                    crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
+                    crate::dispatch::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                 }
                 Err(error) => {
                     report.errors += 1;
@@ -175,7 +175,7 @@ impl Dispatcher {
                 _ = &mut shutdown => break,
             }
         }
-        crate::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
+        crate::dispatch::metrics::flush_pooled(&self.metrics, &self.pool, true).await;
         if registered.is_some() {
             self.unregister().await;
         }

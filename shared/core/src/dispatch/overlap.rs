@@ -190,7 +190,7 @@ impl Dispatcher {
                     Ok(report) => {
                         steps += 1;
                         totals.add(&report);
-                        crate::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
+                        crate::dispatch::metrics::flush_pooled(&self.metrics, &self.pool, false).await;
                     }
                     Err(error) => {
                         failure.get_or_insert(error);

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use crate::support::{drain, fast_config, step, Fixture};
 use async_trait::async_trait;
+use clinic_core::delivery as notifications;
 use clinic_core::dispatch::testing::FailingTransport;
 use clinic_core::dispatch::{LocalTransport, Start, StartError, StartResult, StepOutcome, Transport};
 use clinic_core::listeners::Listener;
-use clinic_core::notifications;
 use clinic_core::outbox;
 
 const PENDING_OR_LIVE: &str =

@@ -7,8 +7,8 @@ use clinic_core::appointments::{self, AppointmentStatus};
 use clinic_core::dispatch::{LocalTransport, Start, Transport};
 use clinic_core::events::{Envelope, EventType};
 use clinic_core::ids::{AppointmentId, EventId, WorkspaceId};
+use clinic_core::listeners::notify::DeliveryLog;
 use clinic_core::listeners::{self, Delivery, Listener, ListenerError, Rejection, SourceClaim};
-use clinic_core::notifications::DeliveryLog;
 
 async fn status_of(fx: &Fixture, id: AppointmentId) -> AppointmentStatus {
     let client = fx.db.client().await;

@@ -2,7 +2,7 @@
 //! recorder flushing after a real dispatcher drain.
 
 use crate::support::Scene;
-use clinic_core::metrics::{oldest_pending_age_ms, Recorder};
+use clinic_core::dispatch::metrics::{oldest_pending_age_ms, Recorder};
 use clinic_core::operator::{self, OutboxFilter};
 
 #[tokio::test]
