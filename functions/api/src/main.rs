@@ -23,7 +23,7 @@ async fn main() -> Result<(), lambda_http::Error> {
     // The webhook keys: in AWS the KMS key that seals (CLINIC_WEBHOOK_KMS_KEY_ID; this role may only
     // encrypt with it), and an older keyring only where one is still configured.
     let webhook = WebhookKeySources::from_env();
-    let shared = StartupSecrets::read(&database, &webhook, endpoint.as_deref());
+    let shared = StartupSecrets::read_with(&secrets, &database, &webhook);
     let (cursor, correlation, shared) = tokio::try_join!(secrets.read(&arns.cursor), correlation, shared)?;
     // Connections open lazily on the first request, so init stays small.
     let pool = shared.connect_pool(&database)?;

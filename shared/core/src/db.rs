@@ -89,9 +89,7 @@ pub fn connect_pool_as(
 
 /// A per-connection login (an IAM token) is a bearer credential: it is sent only over TLS.
 fn tokens_need_tls(login: Option<&DbLogin>, settings: &tls::TlsSettings) -> Result<(), DbError> {
-    let encrypted =
-        matches!(settings.mode, tls::SslMode::Require | tls::SslMode::VerifyCa | tls::SslMode::VerifyFull);
-    if login.is_some_and(DbLogin::per_connection) && !encrypted {
+    if login.is_some_and(DbLogin::per_connection) && !settings.mode.requires_tls() {
         return Err(DbError::Tls(format!(
             "IAM database authentication sends a token as the password, so DATABASE_URL needs \
              sslmode=require, verify-ca or verify-full (it has sslmode={})",

@@ -63,6 +63,7 @@ pub async fn load_sdk(endpoint: Option<&str>) -> aws_config::SdkConfig {
 #[derive(Debug, Clone)]
 pub struct Secrets {
     client: aws_sdk_secretsmanager::Client,
+    sdk: aws_config::SdkConfig,
 }
 
 impl Secrets {
@@ -74,7 +75,13 @@ impl Secrets {
 
     /// A client on an already loaded configuration (tests: moto with fixed credentials).
     pub fn from_sdk(sdk: &aws_config::SdkConfig) -> Secrets {
-        Secrets { client: aws_sdk_secretsmanager::Client::new(sdk) }
+        Secrets { client: aws_sdk_secretsmanager::Client::new(sdk), sdk: sdk.clone() }
+    }
+
+    /// The SDK configuration it was made from (region, credentials, timeouts, endpoint): what the
+    /// other services a process reads at start-up (IAM tokens, KMS) are made from too.
+    pub fn sdk(&self) -> &aws_config::SdkConfig {
+        &self.sdk
     }
 
     pub fn client(&self) -> &aws_sdk_secretsmanager::Client {
@@ -173,17 +180,18 @@ pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, Sec
 /// The database login as `auth` says: an IAM token per connection, or the secret's login (read
 /// now and again when PostgreSQL refuses it); `None` when the URL holds the login.
 pub async fn database_login_as(
-    sdk: &aws_config::SdkConfig,
+    secrets: &Secrets,
     database: &DatabaseConfig,
 ) -> Result<Option<DbLogin>, SecretError> {
     match &database.auth {
         DbAuth::Url => Ok(None),
         DbAuth::Iam { user } => {
-            let tokens = iam::IamDbAuth::from_sdk(sdk, &database.url, database.ca_file.as_deref(), user)
-                .map_err(SecretError::Login)?;
+            let tokens =
+                iam::IamDbAuth::from_sdk(secrets.sdk(), &database.url, database.ca_file.as_deref(), user)
+                    .map_err(SecretError::Login)?;
             DbLogin::start(tokens).await.map(Some).map_err(SecretError::Login)
         }
-        DbAuth::Secret { arn } => database_login(&Secrets::from_sdk(sdk), arn)
+        DbAuth::Secret { arn } => database_login(secrets, arn)
             .await
             .map(Some)
             .map_err(|error| SecretError::Read { arn: arn.to_owned(), code: error.0 }),
@@ -215,13 +223,13 @@ impl WebhookKeySources {
 
     /// The webhook keys these sources name; `None` when they name none (this process seals and
     /// opens nothing).
-    pub async fn read(&self, sdk: &aws_config::SdkConfig) -> Result<Option<WebhookKey>, SecretError> {
+    pub async fn read(&self, secrets: &Secrets) -> Result<Option<WebhookKey>, SecretError> {
         let ring = match &self.keyring_arn {
-            Some(arn) => Some(webhook_key(&Secrets::from_sdk(sdk), arn).await?),
+            Some(arn) => Some(webhook_key(secrets, arn).await?),
             None => None,
         };
         let service = self.kms_key_id.as_ref().map(|id| {
-            std::sync::Arc::new(kms::KmsKeys::new(sdk, id))
+            std::sync::Arc::new(kms::KmsKeys::new(secrets.sdk(), id))
                 as std::sync::Arc<dyn clinic_core::webhooks::secret_box::KeyService>
         });
         Ok(match (ring, service) {
@@ -250,9 +258,18 @@ impl StartupSecrets {
         if database.auth == DbAuth::Url && webhook.is_empty() {
             return Ok(StartupSecrets::default());
         }
-        let sdk = load_sdk(endpoint).await;
-        let login = database_login_as(&sdk, database);
-        let (login, webhook_key) = futures::future::try_join(login, webhook.read(&sdk)).await?;
+        StartupSecrets::read_with(&Secrets::connect(endpoint).await, database, webhook).await
+    }
+
+    /// [`StartupSecrets::read`] with a client the caller made already (the API reads its own keys
+    /// with it too): one SDK configuration per process.
+    pub async fn read_with(
+        secrets: &Secrets,
+        database: &DatabaseConfig,
+        webhook: &WebhookKeySources,
+    ) -> Result<StartupSecrets, SecretError> {
+        let login = database_login_as(secrets, database);
+        let (login, webhook_key) = futures::future::try_join(login, webhook.read(secrets)).await?;
         Ok(StartupSecrets { login, webhook_key })
     }
 

@@ -75,14 +75,20 @@ impl SslMode {
         }
     }
 
+    /// Whether a connection in this mode is never made without TLS (`require`, `verify-ca`,
+    /// `verify-full`); `allow` and `prefer` may fall back to plain text.
+    pub const fn requires_tls(self) -> bool {
+        matches!(self, SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull)
+    }
+
     /// What tokio-postgres is told: whether TLS is optional or required.
     fn wire(self) -> tokio_postgres::config::SslMode {
-        match self {
-            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
-            SslMode::Allow | SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
-            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
-                tokio_postgres::config::SslMode::Require
-            }
+        if self.requires_tls() {
+            tokio_postgres::config::SslMode::Require
+        } else if matches!(self, SslMode::Disable) {
+            tokio_postgres::config::SslMode::Disable
+        } else {
+            tokio_postgres::config::SslMode::Prefer
         }
     }
 }
