@@ -89,8 +89,35 @@ struct CreateArgs {
     /// Event types to send (repeat or comma-separate; none: every type).
     #[arg(long = "event-type", value_delimiter = ',')]
     event_types: Vec<String>,
+    #[command(flatten)]
+    delivery: DeliveryShape,
     #[arg(long)]
     actor: String,
+}
+
+/// How deliveries reach the endpoint: its heartbeat interval and body format (unset: unchanged on
+/// `update`, the defaults on `create`).
+#[derive(Debug, clap::Args)]
+struct DeliveryShape {
+    /// Seconds without any attempt before a signed heartbeat (0: none; default 300; at most 86400).
+    #[arg(long)]
+    heartbeat_seconds: Option<i64>,
+    /// The body format: `cloudevents` (default) or `fhir-id-only` (a FHIR R5 id-only
+    /// subscription-notification Bundle).
+    #[arg(long)]
+    payload_format: Option<String>,
+}
+
+impl DeliveryShape {
+    /// Adds the fields given to an API body (checked there, like every other field).
+    fn into_body(self, body: &mut serde_json::Map<String, Value>) {
+        if let Some(seconds) = self.heartbeat_seconds {
+            body.insert("heartbeatSeconds".into(), seconds.into());
+        }
+        if let Some(format) = self.payload_format {
+            body.insert("payloadFormat".into(), format.into());
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,6 +131,8 @@ struct UpdateArgs {
     /// Replaces the filter (comma-separated; `--event-type ''` clears it: every type).
     #[arg(long = "event-type", value_delimiter = ',')]
     event_types: Option<Vec<String>>,
+    #[command(flatten)]
+    delivery: DeliveryShape,
 }
 
 #[derive(Debug, clap::Args)]
@@ -194,10 +223,12 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
     let answer: Value = match args.command {
         C::Create(a) => {
             let workspace: WorkspaceId = ulid(&a.workspace.workspace, "--workspace")?;
-            let body =
-                json!({"url": a.url, "description": a.description, "eventTypes": types_body(&a.event_types)});
-            let new =
-                NewEndpoint::try_from(&body).map_err(|e| anyhow!("invalid {}: {}", e.field, e.message))?;
+            let mut body = serde_json::Map::new();
+            body.insert("url".into(), a.url.into());
+            body.insert("description".into(), a.description.into());
+            body.insert("eventTypes".into(), types_body(&a.event_types));
+            a.delivery.into_body(&mut body);
+            let new = NewEndpoint::try_from(&Value::Object(body)).map_err(invalid)?;
             check_url(&new.url).await?;
             serde_json::to_value(
                 endpoints::create(&tx, &crate::settings::webhook_key()?, workspace, &new, &actor(&a.actor)?)
@@ -226,8 +257,8 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             if let Some(types) = &a.event_types {
                 body.insert("eventTypes".into(), types_body(types));
             }
-            let change = EndpointChange::try_from(&Value::Object(body))
-                .map_err(|e| anyhow!("invalid {}: {}", e.field, e.message))?;
+            a.delivery.into_body(&mut body);
+            let change = EndpointChange::try_from(&Value::Object(body)).map_err(invalid)?;
             let actor = actor(&a.target.actor)?;
             serde_json::to_value(
                 endpoints::update(&tx, workspace, id, &change, &actor).await.map_err(explain)?,
@@ -282,6 +313,27 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
     };
     tx.commit().await?;
     print(answer)
+}
+
+/// A field the API would refuse, named by the flag that gave it.
+fn invalid(error: clinic_core::domain::input::FieldError) -> anyhow::Error {
+    let flag = match error.field.as_str() {
+        "eventTypes" => "--event-type".to_owned(),
+        "body" => "the flags (none names a change)".to_owned(),
+        field => format!("--{}", kebab(field)),
+    };
+    anyhow!("invalid {flag}: {}", error.message)
+}
+
+/// `heartbeatSeconds` → `heartbeat-seconds`.
+fn kebab(field: &str) -> String {
+    field.chars().fold(String::new(), |mut out, c| {
+        if c.is_ascii_uppercase() {
+            out.push('-');
+        }
+        out.push(c.to_ascii_lowercase());
+        out
+    })
 }
 
 fn target(arg: &EndpointArg) -> anyhow::Result<(WorkspaceId, WebhookEndpointId)> {

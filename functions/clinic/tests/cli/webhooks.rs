@@ -43,6 +43,49 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
     assert_eq!(listed.json()["items"][0]["status"], "active");
     assert_eq!(listed.json()["items"][0]["lastSequence"], 0);
 
+    // The heartbeat interval and the body format have flags (the API's fields, checked the same way).
+    assert_eq!(created["heartbeatSeconds"], 300);
+    assert_eq!(created["payloadFormat"], "cloudevents");
+    let shape = ["webhooks", "update", &id, "--workspace", ws, "--actor", "ops:t"];
+    let reshaped = clinic(
+        &app,
+        &[&shape[..], &["--heartbeat-seconds", "60", "--payload-format", "fhir-id-only"]].concat(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (reshaped["heartbeatSeconds"].as_i64(), reshaped["payloadFormat"].as_str()),
+        (Some(60), Some("fhir-id-only"))
+    );
+    for (flag, value) in [("--heartbeat-seconds", "86401"), ("--payload-format", "xml")] {
+        let refused = clinic(&app, &[&shape[..], &[flag, value]].concat()).await;
+        assert_ne!(refused.code, 0, "{flag} {value} was accepted: {}", refused.stdout);
+        assert!(refused.stderr.contains(&format!("invalid {flag}")), "{}", refused.stderr);
+    }
+    let shown = clinic(&app, &["webhooks", "show", &id, "--workspace", ws]).await.json();
+    assert_eq!(
+        (shown["heartbeatSeconds"].as_i64(), shown["payloadFormat"].as_str()),
+        (Some(60), Some("fhir-id-only"))
+    );
+    let args_quiet = ["webhooks", "create", "--workspace", ws, "--url", "http://127.0.0.1:9/quiet"];
+    let quiet = clinic_with(
+        &app,
+        LOOPBACK,
+        &[
+            &args_quiet[..],
+            &["--heartbeat-seconds", "0", "--payload-format", "fhir-id-only", "--actor", "ops:t"],
+        ]
+        .concat(),
+    )
+    .await
+    .json();
+    assert_eq!(
+        (quiet["heartbeatSeconds"].as_i64(), quiet["payloadFormat"].as_str()),
+        (Some(0), Some("fhir-id-only"))
+    );
+    let quiet_id = quiet["id"].as_str().unwrap();
+    clinic(&app, &["webhooks", "delete", quiet_id, "--workspace", ws, "--actor", "ops:t"]).await;
+
     let rotated =
         clinic(&app, &["webhooks", "rotate", &id, "--workspace", ws, "--actor", "ops:t"]).await.json();
     assert_ne!(rotated["secret"], secret.as_str());
@@ -137,7 +180,13 @@ async fn endpoints_are_managed_and_audited_from_the_cli() {
         .map(|row| row.get(0))
         .collect();
     // Each status change (active → off → active) is audited beside the change that caused it.
-    assert_eq!(actions, ["create", "rotate", "disable", "status", "enable", "status", "recover", "delete"]);
+    assert_eq!(
+        actions,
+        [
+            "create", "update", "create", "delete", "rotate", "disable", "status", "enable", "status",
+            "recover", "delete"
+        ]
+    );
     let query = format!(
         "SELECT 1 FROM webhook_endpoint_actions WHERE detail::text LIKE '%{}%' OR actor LIKE '%whsec%'",
         &secret[6..20]
