@@ -46,6 +46,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/asyncapi.yaml"),
     ("get", "/schemas/events/{type}/{version}"),
     ("get", "/schemas/cloudevent/{version}"),
+    ("get", "/schemas/webhooks/{body}/{version}"),
     ("post", "/v1/patients"),
     ("get", "/v1/patients"),
     ("get", "/v1/patients/{id}"),
@@ -119,6 +120,7 @@ pub fn router(state: AppState) -> Router {
         .route("/asyncapi.yaml", get(contract::asyncapi))
         .route("/schemas/events/{type}/{version}", get(contract::event_schema))
         .route("/schemas/cloudevent/{version}", get(contract::cloudevent_schema))
+        .route("/schemas/webhooks/{body}/{version}", get(contract::webhook_body_schema))
         .route("/v1/patients", post(patients::create).get(lists::search_patients))
         .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
         .route("/v1/patients/{id}/timeline", get(timelines::patient))

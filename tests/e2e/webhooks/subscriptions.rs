@@ -92,6 +92,38 @@ async fn heartbeats_carry_status_and_last_number_and_status_changes_are_audited(
         (shown.body["status"] == "active").then_some(())
     })
     .await;
+    // The workspace's webhook fan-out paused by an operator: no new event reaches the endpoint, so
+    // it shows `off` (GET, and the heartbeats it still gets say so); resumed, `active` again.
+    let pause = json!({"listener": "webhook_fan_out", "reason": "receiver migration"});
+    let paused = app.call("POST", "/v1/system/listeners/pause", Some(&admin), Some(pause.clone())).await;
+    assert_eq!(paused.status, 200, "{}", paused.text);
+    assert_eq!(app.call("GET", &path, Some(&admin), None).await.body["status"], "off");
+    let listed = app.call("GET", "/v1/webhooks/endpoints", Some(&admin), None).await;
+    assert_eq!(listed.body["items"][0]["status"], "off", "{}", listed.text);
+    let seen = heartbeats(&receiver.received().await).len();
+    let off_beat = until(&sender, "a heartbeat saying off", async || {
+        heartbeats(&receiver.received().await)
+            .into_iter()
+            .skip(seen)
+            .find(|b| b["body"]["data"]["status"] == "off")
+    })
+    .await;
+    assert_eq!(off_beat["verified"], json!([true]), "{off_beat}");
+    // A success while paused keeps it `off` for the receiver (the sender's health is kept apart).
+    assert_eq!(app.call("GET", &path, Some(&admin), None).await.body["status"], "off");
+    let resume = json!({"listener": "webhook_fan_out", "reason": "done"});
+    let resumed = app.call("POST", "/v1/system/listeners/resume", Some(&admin), Some(resume)).await;
+    assert_eq!(resumed.status, 200, "{}", resumed.text);
+    assert_eq!(app.call("GET", &path, Some(&admin), None).await.body["status"], "active");
+    let seen = heartbeats(&receiver.received().await).len();
+    until(&sender, "a heartbeat saying active", async || {
+        heartbeats(&receiver.received().await)
+            .into_iter()
+            .skip(seen)
+            .find(|b| b["body"]["data"]["status"] == "active")
+    })
+    .await;
+
     // Disabled: `off`, and no heartbeat goes out while off.
     let off = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": false}))).await;
     assert_eq!(off.status, 200, "{}", off.text);
@@ -120,9 +152,12 @@ async fn heartbeats_carry_status_and_last_number_and_status_changes_are_audited(
         .iter()
         .map(|(_, d)| (d["from"].as_str().unwrap().to_owned(), d["to"].as_str().unwrap().to_owned()))
         .collect();
-    let expected = [("active", "error"), ("error", "active"), ("active", "off")];
+    let expected =
+        [("active", "error"), ("error", "active"), ("active", "off"), ("off", "active"), ("active", "off")];
     assert_eq!(steps, expected.map(|(a, b)| (a.to_owned(), b.to_owned())).to_vec(), "{changes:?}");
     assert_eq!(changes[0].0, "system");
+    assert_eq!(changes[2].0, changes[3].0, "the pause and the resume are the operator's");
+    assert_ne!(changes[2].0, "system");
     drop(receiver.child);
 }
 
@@ -177,11 +212,12 @@ async fn replay_by_number_answers_the_numbered_deliveries_to_admins_and_integrat
         assert!(items.iter().all(|i| i["type"] == "clinic.appointment.created.v1"));
         assert!(!all.text.contains("Replaya") && !all.text.contains("Numbers"), "ids only: {}", all.text);
     }
-    // The replayed number is the one the body carried.
+    // The replayed number is the one the body carried (the two were posted concurrently, so in
+    // either order).
     let received = receiver.received().await;
+    let second = received.iter().find(|r| r["body"]["sequence"] == "0000000000000000002").unwrap();
     let replayed = app.call("GET", &format!("{path}/events?after=1&limit=1"), Some(&integration), None).await;
-    assert_eq!(replayed.body["items"][0]["webhookId"], received[1]["id"]);
-    assert_eq!(received[1]["body"]["sequence"], "0000000000000000002");
+    assert_eq!(replayed.body["items"][0]["webhookId"], second["id"]);
     assert_eq!(replayed.body["nextAfter"], 2, "a full page says where to go on");
     let page = app.call("GET", &format!("{path}/events?after=2&limit=2"), Some(&admin), None).await;
     let numbers: Vec<i64> =

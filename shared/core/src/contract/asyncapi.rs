@@ -12,6 +12,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::webhook_bodies::{FHIR_ID_ONLY_SCHEMA_PATH, HEARTBEAT_SCHEMA_PATH, HEARTBEAT_TYPE};
 use super::{schema_path, CLOUDEVENT_SCHEMA_PATH};
 use crate::events::EventType;
 use crate::listeners::{listeners, Listener};
@@ -69,6 +70,64 @@ fn channel_messages(types: &[EventType], prefix: &str) -> Value {
         }
     }
     Value::Object(messages)
+}
+
+/// The webhook channel's messages that are not an event's CloudEvent: the heartbeat and the id-only
+/// FHIR Bundle (DESIGN §5f).
+const WEBHOOK_BODIES: [&str; 2] = ["webhook_heartbeat_v1", "webhook_fhir_id_only_v1"];
+
+fn webhook_channel_messages(types: &[EventType]) -> Value {
+    let mut messages = channel_messages(types, "webhook_");
+    if let Value::Object(map) = &mut messages {
+        for id in WEBHOOK_BODIES {
+            map.insert(id.into(), json!({ "$ref": format!("#/components/messages/{id}") }));
+        }
+    }
+    messages
+}
+
+/// The heartbeat: a CloudEvent without the event-only extensions, its `data` per its own schema.
+fn heartbeat_message() -> Value {
+    json!({
+        "name": HEARTBEAT_TYPE,
+        "title": HEARTBEAT_TYPE,
+        "summary": "A signed heartbeat to an endpoint that got no attempt for its heartbeat interval: its \
+                    status and last delivery number, so a receiver tells an idle feed from a broken one \
+                    and sees a gap at the tail of its sequence. No `sequence` of its own, never retried.",
+        "contentType": "application/json",
+        "traits": [{ "$ref": "#/components/messageTraits/standardWebhooks" }],
+        "payload": {
+            "type": "object",
+            "required": ["specversion", "id", "source", "type", "subject", "time", "datacontenttype",
+                         "dataschema", "tenantid", "data"],
+            "properties": {
+                "specversion": { "const": "1.0" },
+                "id": { "type": "string", "description": "Unique per heartbeat (its `webhook-id`)" },
+                "source": { "type": "string", "description": "`<prefix>/workspaces/<workspaceId>`, as the events'" },
+                "type": { "const": HEARTBEAT_TYPE },
+                "subject": { "type": "string", "description": "The endpoint id" },
+                "time": { "type": "string", "format": "date-time" },
+                "datacontenttype": { "const": "application/json" },
+                "dataschema": { "type": "string", "format": "uri", "description": "The URI of the heartbeat data's schema" },
+                "tenantid": { "type": "string", "description": "Extension: the workspace id" },
+                "data": { "$ref": HEARTBEAT_SCHEMA_PATH },
+            },
+        },
+    })
+}
+
+/// The body of an endpoint whose `payloadFormat` is `fhir-id-only` (an event or a heartbeat).
+fn fhir_message() -> Value {
+    json!({
+        "name": "fhir-id-only",
+        "title": "FHIR R5 id-only subscription notification",
+        "summary": "What an endpoint with `payloadFormat: fhir-id-only` receives instead of the \
+                    CloudEvent: a FHIR R5 `subscription-notification` Bundle (type `event-notification` \
+                    for an event, `heartbeat` for a heartbeat), identifiers only.",
+        "contentType": "application/fhir+json",
+        "traits": [{ "$ref": "#/components/messageTraits/standardWebhooks" }],
+        "payload": { "$ref": FHIR_ID_ONLY_SCHEMA_PATH },
+    })
 }
 
 fn routed_types(listener: Listener) -> Vec<EventType> {
@@ -171,13 +230,16 @@ pub fn document() -> Value {
                             the Standard Webhooks spec; retried on a growing schedule. The address is \
                             the endpoint's registered URL.",
             "servers": [{ "$ref": "#/servers/webhooks" }],
-            "messages": channel_messages(&all, "webhook_"),
+            "messages": webhook_channel_messages(&all),
         }),
     );
-    let webhook_messages: Vec<Value> = super::published_versions()
+    let mut webhook_messages: Vec<Value> = super::published_versions()
         .into_iter()
         .map(|(t, v)| json!({ "$ref": format!("#/channels/webhooks/messages/{}", message_id(t, v)) }))
         .collect();
+    webhook_messages.extend(
+        WEBHOOK_BODIES.iter().map(|id| json!({ "$ref": format!("#/channels/webhooks/messages/{id}") })),
+    );
     let exchange_messages: Vec<Value> = super::published_versions()
         .into_iter()
         .map(|(t, v)| json!({ "$ref": format!("#/channels/events_exchange/messages/{}", message_id(t, v)) }))
@@ -207,6 +269,8 @@ pub fn document() -> Value {
         messages.insert(id.clone(), message(event_type, version, false));
         messages.insert(format!("webhook_{id}"), message(event_type, version, true));
     }
+    messages.insert(WEBHOOK_BODIES[0].into(), heartbeat_message());
+    messages.insert(WEBHOOK_BODIES[1].into(), fhir_message());
     json!({
         "asyncapi": "3.0.0",
         "info": {

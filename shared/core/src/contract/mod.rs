@@ -20,6 +20,7 @@ pub mod asyncapi;
 pub mod capture;
 pub mod catalog;
 pub mod schemas;
+pub mod webhook_bodies;
 mod yaml;
 
 use std::sync::{LazyLock, OnceLock};
@@ -111,6 +112,11 @@ pub fn artifacts() -> Vec<(String, String)> {
         .map(|(t, v)| (schema_path(t, v), pretty(&schemas::event_schema(t, v))))
         .collect();
     files.push((CLOUDEVENT_SCHEMA_PATH.into(), pretty(&schemas::cloudevent_schema())));
+    files.push((webhook_bodies::HEARTBEAT_SCHEMA_PATH.into(), pretty(&webhook_bodies::heartbeat_schema())));
+    files.push((
+        webhook_bodies::FHIR_ID_ONLY_SCHEMA_PATH.into(),
+        pretty(&webhook_bodies::fhir_id_only_schema()),
+    ));
     files.push((ASYNCAPI_PATH.into(), asyncapi::yaml()));
     files.push((CATALOG_PATH.into(), catalog::markdown()));
     files
@@ -164,15 +170,17 @@ mod tests {
     #[test]
     fn every_published_schema_file_is_generated() {
         let generated: Vec<String> = artifacts().into_iter().map(|(path, _)| path).collect();
-        for entry in std::fs::read_dir(root().join("schemas/events")).unwrap() {
-            let entry = entry.unwrap();
-            for version in std::fs::read_dir(entry.path()).unwrap() {
-                let path = format!(
-                    "schemas/events/{}/{}",
-                    entry.file_name().to_string_lossy(),
-                    version.unwrap().file_name().to_string_lossy()
-                );
-                assert!(generated.contains(&path), "{path} is checked in but no longer generated");
+        for folder in ["schemas/events", "schemas/webhooks"] {
+            for entry in std::fs::read_dir(root().join(folder)).unwrap() {
+                let entry = entry.unwrap();
+                for version in std::fs::read_dir(entry.path()).unwrap() {
+                    let path = format!(
+                        "{folder}/{}/{}",
+                        entry.file_name().to_string_lossy(),
+                        version.unwrap().file_name().to_string_lossy()
+                    );
+                    assert!(generated.contains(&path), "{path} is checked in but no longer generated");
+                }
             }
         }
     }

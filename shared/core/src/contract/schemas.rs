@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::events::cloudevent::CloudEvent;
 use crate::events::{Envelope, EventType};
 
-fn generate<T: schemars::JsonSchema>() -> Value {
+pub(super) fn generate<T: schemars::JsonSchema>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     strip_defaults(&mut schema);

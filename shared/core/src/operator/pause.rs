@@ -11,6 +11,9 @@
 //!   listener due at their creation time, so the claim scan (ordered by `available_at`) releases them
 //!   in event order, before anything newer. Both run on the caller's transaction with their audit
 //!   row; pausing a paused listener or resuming a running one is a conflict and writes nothing.
+//! - Pausing the webhook fan-out ([`Listener::WebhookFanOut`]) makes the workspace's endpoints show
+//!   `off` to receivers and operators while it lasts (`crate::webhooks::endpoints::STATUS_SEEN`);
+//!   the pause and the resume audit each endpoint's status change on the same transaction.
 //! - Ids, listener names and counts only; the reason is stored in the audit row, never logged.
 
 use chrono::{DateTime, Utc};
@@ -84,6 +87,9 @@ pub async fn pause(
     if sql::execute(tx, PAUSE, &[&workspace, &listener.as_str(), &operator.as_str()]).await? == 0 {
         return Err(DomainError::Conflict(format!("{listener} is already paused")));
     }
+    if listener == Listener::WebhookFanOut {
+        crate::webhooks::endpoints::audit_fan_out_pause(tx, workspace, true, operator.as_str()).await?;
+    }
     audit(tx, workspace, listener, "pause", operator, reason, 0).await
 }
 
@@ -100,6 +106,9 @@ pub async fn resume(
     }
     let released =
         sql::execute(tx, RELEASE, &[&workspace, &routed_types(listener), &HELD_CODE]).await? as i64;
+    if listener == Listener::WebhookFanOut {
+        crate::webhooks::endpoints::audit_fan_out_pause(tx, workspace, false, operator.as_str()).await?;
+    }
     audit(tx, workspace, listener, "resume", operator, reason, released).await
 }
 
@@ -182,7 +191,7 @@ pub async fn totals(client: &impl GenericClient) -> Result<(i64, i64), tokio_pos
     Ok((row.get(0), row.get(1)))
 }
 
-/// Prints the EMF line of [`totals`] (namespace [`crate::metrics::NAMESPACE`]); a failed read is
+/// Prints the EMF line of [`totals`] (namespace [`crate::dispatch::metrics::NAMESPACE`]); a failed read is
 /// logged and nothing is printed.
 pub async fn emit_metrics(client: &impl GenericClient) {
     match totals(client).await {

@@ -256,9 +256,24 @@ fn names(types: &[EventType]) -> Vec<String> {
 
 const COLUMNS: &str =
     "id, workspace_id, url, description, event_types, enabled, disabled_at, disabled_reason, \
-     previous_expires_at, failing_since, status, last_sequence, heartbeat_seconds, payload_format, version, \
+     previous_expires_at, failing_since, last_sequence, heartbeat_seconds, payload_format, version, \
      created_at, \
      updated_at";
+
+/// The status a receiver and an operator see, for a row aliased `w`: the stored status, except
+/// `off` while an operator has paused the workspace's webhook fan-out (DESIGN §5f: off = disabled
+/// or paused) — no new event reaches any of its endpoints then. The stored status is the sender's
+/// health (`active`/`error`) or `off` when disabled; a pause does not touch it, so resume shows it
+/// again. Every statement that answers or sends an endpoint's status reads it through this.
+pub const STATUS_SEEN: &str = "CASE WHEN w.status <> 'off' AND EXISTS (SELECT 1 FROM listener_pauses p \
+       WHERE p.workspace_id = w.workspace_id AND p.listener = 'webhook_fan_out') THEN 'off' \
+       ELSE w.status END";
+
+/// [`COLUMNS`] of the row aliased `w`, with its status as seen.
+fn columns_seen() -> String {
+    let columns: Vec<String> = COLUMNS.split(',').map(|c| format!("w.{}", c.trim())).collect();
+    format!("{}, {STATUS_SEEN} AS status", columns.join(", "))
+}
 
 fn endpoint(row: &tokio_postgres::Row) -> Endpoint {
     Endpoint {
@@ -325,8 +340,9 @@ pub async fn create(
     let id = WebhookEndpointId::generate();
     let secret = Secret::generate();
     let insert = format!(
-        "INSERT INTO webhook_endpoints (id, workspace_id, url, description, event_types, secret, \
-           heartbeat_seconds, payload_format) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {COLUMNS}"
+        "INSERT INTO webhook_endpoints AS w (id, workspace_id, url, description, event_types, secret, \
+           heartbeat_seconds, payload_format) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {}",
+        columns_seen()
     );
     let types = names(&new.event_types);
     let sealed = key.seal(id, &secret).await.map_err(sealing)?;
@@ -351,8 +367,10 @@ pub async fn create(
 
 /// The workspace's endpoints, oldest first (a workspace has few).
 pub async fn list(client: &impl GenericClient, workspace: WorkspaceId) -> DomainResult<Vec<Endpoint>> {
-    let select =
-        format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY id LIMIT 500");
+    let select = format!(
+        "SELECT {} FROM webhook_endpoints w WHERE workspace_id = $1 ORDER BY id LIMIT 500",
+        columns_seen()
+    );
     Ok(sql::query(client, &select, &[&workspace]).await?.iter().map(endpoint).collect())
 }
 
@@ -362,7 +380,8 @@ pub async fn get(
     workspace: WorkspaceId,
     id: WebhookEndpointId,
 ) -> DomainResult<Endpoint> {
-    let select = format!("SELECT {COLUMNS} FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2");
+    let select =
+        format!("SELECT {} FROM webhook_endpoints w WHERE workspace_id = $1 AND id = $2", columns_seen());
     sql::query_opt(client, &select, &[&workspace, &id])
         .await?
         .map(|row| endpoint(&row))
@@ -370,9 +389,10 @@ pub async fn get(
 }
 
 /// The row is locked first so the status it had before the change can be audited.
+/// The status it had is the one seen ([`STATUS_SEEN`]), like the one answered.
 const UPDATE: &str = "WITH before AS ( \
-       SELECT id, status AS previous_status FROM webhook_endpoints \
-       WHERE workspace_id = $1 AND id = $2 FOR UPDATE) \
+       SELECT w.id, {STATUS_SEEN} AS previous_status FROM webhook_endpoints w \
+       WHERE w.workspace_id = $1 AND w.id = $2 FOR UPDATE OF w) \
      UPDATE webhook_endpoints w SET \
        url = COALESCE($3, url), description = COALESCE($4, description), \
        event_types = COALESCE($5, event_types), \
@@ -397,8 +417,7 @@ pub async fn update(
 ) -> DomainResult<Endpoint> {
     let types = change.event_types.as_deref().map(names);
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        let columns: Vec<String> = COLUMNS.split(',').map(|c| format!("w.{}", c.trim())).collect();
-        format!("{UPDATE}{}", columns.join(", "))
+        format!("{}{}", UPDATE.replace("{STATUS_SEEN}", STATUS_SEEN), columns_seen())
     });
     let row = sql::query_opt(
         client,
@@ -443,6 +462,29 @@ pub async fn audit_status(
     audit(client, workspace, id, "status", actor, json!({ "from": from, "to": to })).await
 }
 
+/// The workspace's endpoints that a pause of its webhook fan-out turns `off` for receivers (or a
+/// resume turns back): every one not already `off` by itself, with its stored status.
+const PAUSE_AFFECTED: &str =
+    "SELECT id, status FROM webhook_endpoints WHERE workspace_id = $1 AND status <> 'off' ORDER BY id";
+
+/// Audits the status change a pause (`paused`) or a resume of the workspace's webhook fan-out makes
+/// each endpoint show ([`STATUS_SEEN`]): `{from: <stored>, to: off}` or back, actor the operator.
+/// Called on the pause's transaction; answers how many endpoints changed.
+pub async fn audit_fan_out_pause(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    paused: bool,
+    actor: &str,
+) -> Result<usize, tokio_postgres::Error> {
+    let rows = sql::query(client, PAUSE_AFFECTED, &[&workspace]).await?;
+    for row in &rows {
+        let (id, stored): (WebhookEndpointId, String) = (row.get(0), row.get(1));
+        let (from, to) = if paused { (stored.as_str(), "off") } else { ("off", stored.as_str()) };
+        audit_status(client, workspace, id, from, to, actor).await?;
+    }
+    Ok(rows.len())
+}
+
 /// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).
 pub async fn delete(
     client: &impl GenericClient,
@@ -465,7 +507,7 @@ pub async fn delete(
 
 const CURRENT: &str = "SELECT secret FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2 FOR UPDATE";
 
-const ROTATE: &str = "UPDATE webhook_endpoints SET \
+const ROTATE: &str = "UPDATE webhook_endpoints w SET \
        previous_secret = CASE WHEN $4::float8 > 0 THEN $5 END, secret = $3, \
        previous_expires_at = CASE WHEN $4::float8 > 0 THEN now() + $4::float8 * interval '1 hour' END, \
        version = version + 1, updated_at = now() \
@@ -494,7 +536,7 @@ pub async fn rotate(
         false => current,
     };
     let secret = Secret::generate();
-    let statement = format!("{ROTATE}{COLUMNS}");
+    let statement = format!("{ROTATE}{}", columns_seen());
     let hours = overlap_hours as f64;
     let sealed = key.seal(id, &secret).await.map_err(sealing)?;
     let row = sql::query_opt(client, &statement, &[&workspace, &id, &sealed, &hours, &previous])
@@ -593,6 +635,12 @@ pub async fn seal_clear(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_status_seen_reads_the_pauses_of_the_fan_out_listener() {
+        let name = format!("'{}'", crate::listeners::Listener::WebhookFanOut.as_str());
+        assert!(STATUS_SEEN.contains(&name), "{STATUS_SEEN}");
+    }
+
     use super::*;
 
     #[test]

@@ -19,11 +19,11 @@ use deadpool_postgres::GenericClient;
 use serde_json::{json, Value};
 
 use super::sequence::Sequence;
+use crate::contract::webhook_bodies::HeartbeatData;
 use crate::db::sql;
 use crate::ids::{WebhookEndpointId, WorkspaceId};
 
-/// The CloudEvents `type` of a heartbeat.
-pub const HEARTBEAT_TYPE: &str = "clinic.webhook.heartbeat.v1";
+pub use crate::contract::webhook_bodies::HEARTBEAT_TYPE;
 
 /// A heartbeat due for one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,8 @@ pub struct Heartbeat {
     pub url: String,
     /// The endpoint's last delivery number (0: none yet).
     pub last_sequence: Sequence,
-    /// `active` or `error` (a disabled endpoint gets none).
+    /// `active`, `error`, or `off` while the workspace's fan-out is paused (a disabled endpoint
+    /// gets none).
     pub status: String,
     pub heartbeat_seconds: i32,
     /// The endpoint's body format ([`super::fhir`] or the CloudEvent below).
@@ -45,18 +46,23 @@ pub struct Heartbeat {
 
 /// Enabled endpoints whose heartbeat clock ran out, at most `$1`, oldest clock first; the clock is
 /// moved now (the claim).
-const CLAIM: &str = "UPDATE webhook_endpoints w SET last_contact_at = now() \
+static CLAIM: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "UPDATE webhook_endpoints w SET last_contact_at = now() \
      FROM (SELECT id FROM webhook_endpoints \
            WHERE enabled AND heartbeat_seconds > 0 \
              AND COALESCE(last_contact_at, created_at) <= now() - heartbeat_seconds * interval '1 second' \
            ORDER BY COALESCE(last_contact_at, created_at) LIMIT $1 FOR UPDATE SKIP LOCKED) due \
      WHERE w.id = due.id \
-     RETURNING w.id, w.workspace_id, w.url, w.last_sequence, w.status, w.heartbeat_seconds, now(), \
-       w.payload_format";
+     RETURNING w.id, w.workspace_id, w.url, w.last_sequence, {seen}, w.heartbeat_seconds, now(), \
+       w.payload_format",
+        seen = super::endpoints::STATUS_SEEN
+    )
+});
 
 /// Claims the heartbeats due now (at most `batch`).
 pub async fn claim(client: &impl GenericClient, batch: i64) -> Result<Vec<Heartbeat>, tokio_postgres::Error> {
-    let rows = sql::query(client, CLAIM, &[&batch]).await?;
+    let rows = sql::query(client, &CLAIM, &[&batch]).await?;
     Ok(rows
         .iter()
         .map(|row| Heartbeat {
@@ -83,12 +89,13 @@ pub fn to_cloud_event(heartbeat: &Heartbeat, source_prefix: &str) -> Value {
         "subject": heartbeat.endpoint_id.to_string(),
         "time": heartbeat.at,
         "datacontenttype": crate::events::cloudevent::DATA_CONTENT_TYPE,
+        "dataschema": crate::contract::webhook_bodies::heartbeat_dataschema(),
         "tenantid": heartbeat.workspace_id.to_string(),
-        "data": {
-            "endpointId": heartbeat.endpoint_id.to_string(),
-            "status": heartbeat.status,
-            "lastSequence": heartbeat.last_sequence.0,
-            "heartbeatSeconds": heartbeat.heartbeat_seconds,
+        "data": HeartbeatData {
+            endpoint_id: heartbeat.endpoint_id.to_string(),
+            status: heartbeat.status.clone(),
+            last_sequence: heartbeat.last_sequence.0,
+            heartbeat_seconds: heartbeat.heartbeat_seconds,
         },
     })
 }

@@ -427,8 +427,6 @@ impl WebhookSender {
                 .await;
         }
         let body = (self.body)(Payload::Event { envelope, sequence: delivery.sequence });
-        #[cfg(feature = "testing")]
-        crate::contract::capture::record("webhook", || &body[..]);
         self.post_signed(target, &delivery.id.to_string(), &body, signing, "application/json").await
     }
 
@@ -441,6 +439,11 @@ impl WebhookSender {
         signing: &endpoints::Signing,
         content_type: &str,
     ) -> Result<client::Answer, (&'static str, bool)> {
+        #[cfg(feature = "testing")]
+        crate::contract::capture::record(
+            if content_type == super::fhir::CONTENT_TYPE { "fhir" } else { "webhook" },
+            || body,
+        );
         let timestamp = chrono::Utc::now().timestamp();
         let signature = super::signing::signature_header(&signing.all(), id, timestamp, body);
         let signed = Signed { id, timestamp, signature: &signature, body, content_type };

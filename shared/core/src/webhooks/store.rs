@@ -57,7 +57,8 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
          RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence, \
-           w.payload_format, w.status",
+           w.payload_format, {seen}",
+        seen = super::endpoints::STATUS_SEEN,
         leased = queue.stored.leased,
         running = queue.lease_running(""),
         due = queue.due("d"),
@@ -198,7 +199,10 @@ pub async fn mark(
 /// running) and makes the status `error` once the clock is older than `$3` seconds. Every attempt
 /// restarts the heartbeat clock (`last_contact_at`). Answers the workspace and the status before and
 /// after (the caller audits a change).
-const HEALTH: &str = "WITH before AS (SELECT id, status FROM webhook_endpoints WHERE id = $1 FOR UPDATE) \
+/// Both statuses are the ones seen ([`super::endpoints::STATUS_SEEN`]).
+static HEALTH: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH before AS (SELECT w.id, {seen} AS status FROM webhook_endpoints w WHERE w.id = $1 FOR UPDATE OF w) \
      UPDATE webhook_endpoints w SET \
        failing_since = CASE WHEN $2 THEN NULL ELSE COALESCE(w.failing_since, now()) END, \
        last_contact_at = now(), \
@@ -207,7 +211,10 @@ const HEALTH: &str = "WITH before AS (SELECT id, status FROM webhook_endpoints W
                        THEN 'error' \
                      ELSE w.status END \
      FROM before WHERE w.id = before.id \
-     RETURNING w.workspace_id, before.status, w.status";
+     RETURNING w.workspace_id, before.status, {seen}",
+        seen = super::endpoints::STATUS_SEEN
+    )
+});
 
 /// Disables endpoints failing for longer than `$1` hours (status `off`); answers the ones it
 /// disabled with the status each had.
@@ -227,7 +234,7 @@ pub async fn record_health(
     error_after: std::time::Duration,
 ) -> Result<(), tokio_postgres::Error> {
     let seconds = error_after.as_secs_f64();
-    if let Some(row) = sql::query_opt(client, HEALTH, &[&endpoint, &ok, &seconds]).await? {
+    if let Some(row) = sql::query_opt(client, &HEALTH, &[&endpoint, &ok, &seconds]).await? {
         let (workspace, from, to): (WorkspaceId, String, String) = (row.get(0), row.get(1), row.get(2));
         super::endpoints::audit_status(client, workspace, endpoint, &from, &to, "system").await?;
         if from != to {

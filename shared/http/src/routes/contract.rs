@@ -1,6 +1,7 @@
 //! The published event contract, without authentication: `GET /asyncapi.yaml`,
 //! `GET /schemas/events/{type}/{version}` (e.g. `appointment.created/v1.json`) and
-//! `GET /schemas/cloudevent/{version}`. The documents are the generated ones
+//! `GET /schemas/cloudevent/{version}` and `GET /schemas/webhooks/{body}/{version}` (the heartbeat's
+//! `data` and the id-only FHIR Bundle, e.g. `heartbeat/v1.json`). The documents are the generated ones
 //! ([`clinic_core::contract::artifact`]), identical to the checked-in files (a test keeps them so).
 
 use axum::extract::Path;
@@ -28,4 +29,10 @@ pub async fn event_schema(Path((event_type, version)): Path<(String, String)>) -
 
 pub async fn cloudevent_schema(Path(version): Path<String>) -> Result<Response, ApiError> {
     document(&format!("schemas/cloudevent/{version}"), "application/schema+json")
+}
+
+pub async fn webhook_body_schema(
+    Path((body, version)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    document(&format!("schemas/webhooks/{body}/{version}"), "application/schema+json")
 }

@@ -181,16 +181,24 @@ async fn envelopes_carry_the_contract_fields() {
 async fn the_contract_documents_are_served_without_authentication() {
     let app = TestApp::new().await;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for path in ["schemas/events/appointment.created/v1.json", "schemas/cloudevent/v1.json", "asyncapi.yaml"]
-    {
+    for path in [
+        "schemas/events/appointment.created/v1.json",
+        "schemas/cloudevent/v1.json",
+        "schemas/webhooks/heartbeat/v1.json",
+        "schemas/webhooks/fhir-id-only/v1.json",
+        "asyncapi.yaml",
+    ] {
         let served = app.call("GET", &format!("/{path}"), None, None).await;
         assert_eq!(served.status, 200, "{path}");
         let file = std::fs::read_to_string(root.join(path)).unwrap();
         assert_eq!(served.text, file, "/{path} serves the checked-in {path}");
     }
-    for missing in
-        ["/schemas/events/appointment.exploded/v1.json", "/schemas/events/appointment.created/v9.json"]
-    {
+    for missing in [
+        "/schemas/events/appointment.exploded/v1.json",
+        "/schemas/events/appointment.created/v9.json",
+        "/schemas/webhooks/heartbeat/v9.json",
+        "/schemas/webhooks/../cloudevent/v1.json",
+    ] {
         let response = app.call("GET", missing, None, None).await;
         assert_eq!(response.status, 404, "{missing}");
         assert_eq!(response.header("content-type"), Some("application/problem+json"));
