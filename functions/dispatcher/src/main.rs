@@ -28,7 +28,7 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let dispatcher = Dispatcher::new(pool, Arc::new(transport), config)
         .with_listen(database.url.clone(), database.ca_file.clone())
         .with_listen_login(secrets.login.clone())
-        .with_metrics(clinic_core::dispatch::metrics::MetricsMode::from_env()?);
+        .with_metrics(clinic_core::telemetry::emf::MetricsMode::from_env()?);
     let mut housekeeping = Housekeeping::from_env()?;
     // The `deliver` mode (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {

@@ -37,7 +37,7 @@ fn the_outbox_alarms_watch_metrics_the_dispatcher_emits() {
     }
     let mut metrics = clinic_core::dispatch::metrics::DispatchMetrics::new();
     metrics.dead(None);
-    metrics.ages(clinic_core::dispatch::metrics::Ages {
+    metrics.ages(clinic_core::outbox::lag::Ages {
         oldest_pending_ms: 1,
         oldest_live_ms: 2,
         oldest_unsettled_ms: 3,

@@ -24,11 +24,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use clinic_core::dispatch::metrics::MetricsMode;
 use clinic_core::dispatch::testing::NoopTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, StepOutcome};
 use clinic_core::events::EventType;
 use clinic_core::listeners::listeners;
+use clinic_core::telemetry::emf::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 

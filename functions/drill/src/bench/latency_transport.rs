@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use clinic_core::dispatch::metrics::MetricsMode;
 use clinic_core::dispatch::testing::NoopTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, Start, StartResult, Transport};
+use clinic_core::telemetry::emf::MetricsMode;
 use tokio::time::Instant;
 use tokio_postgres::Client;
 

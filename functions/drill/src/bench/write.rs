@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use anyhow::Context;
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use clinic_core::dispatch::metrics::MetricsMode;
 use clinic_core::dispatch::testing::NoopTransport;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher};
+use clinic_core::telemetry::emf::MetricsMode;
 use clinic_http::auth::Role;
 use tokio::time::Instant;
 use tokio_postgres::types::ToSql;

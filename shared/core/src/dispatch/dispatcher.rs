@@ -90,13 +90,13 @@ impl Dispatcher {
     }
 
     /// How metrics are emitted (`CLINIC_METRICS`: EMF lines on stdout, the default, or off).
-    pub fn with_metrics(mut self, mode: super::metrics::MetricsMode) -> Self {
+    pub fn with_metrics(mut self, mode: crate::telemetry::emf::MetricsMode) -> Self {
         self.metrics = super::metrics::Recorder::new(mode);
         self
     }
 
     /// Whether this dispatcher prints EMF metrics.
-    pub fn metrics_mode(&self) -> super::metrics::MetricsMode {
+    pub fn metrics_mode(&self) -> crate::telemetry::emf::MetricsMode {
         self.metrics.mode()
     }
 

@@ -16,7 +16,7 @@ use deadpool_postgres::GenericClient;
 use serde_json::{json, Value};
 
 use crate::db::sql;
-use crate::dispatch::metrics::MetricsMode;
+use crate::telemetry::emf::MetricsMode;
 
 /// The largest count reported per queue.
 pub const CAP: i64 = 10_000;

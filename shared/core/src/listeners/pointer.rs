@@ -226,8 +226,8 @@ pub(super) fn report(delivery: &Delivery<'_>, rejection: Rejection) {
         code = rejection.as_str(),
         "message rejected: it does not match the event log; nothing done"
     );
-    if crate::dispatch::metrics::MetricsMode::from_env().unwrap_or(crate::dispatch::metrics::MetricsMode::Emf)
-        == crate::dispatch::metrics::MetricsMode::Emf
+    if crate::telemetry::emf::MetricsMode::from_env().unwrap_or(crate::telemetry::emf::MetricsMode::Emf)
+        == crate::telemetry::emf::MetricsMode::Emf
     {
         println!("{}", rejected_emf(delivery.listener, rejection, chrono::Utc::now().timestamp_millis()));
     }

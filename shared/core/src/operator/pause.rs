@@ -202,3 +202,15 @@ pub async fn emit_metrics(client: &impl GenericClient) {
         Err(error) => tracing::warn!(error = %error, "could not read the paused listeners"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The endpoints' status as seen reads the pauses of the listener [`pause`] writes for the fan-out.
+    #[test]
+    fn the_status_seen_reads_the_pauses_of_the_fan_out_listener() {
+        let seen = crate::webhooks::endpoints::STATUS_SEEN;
+        assert!(seen.contains(&format!("'{}'", Listener::WebhookFanOut.as_str())), "{seen}");
+    }
+}

@@ -244,11 +244,11 @@ pub struct Stats {
     /// `by_status.dispatched` shows that limit: the history of delivered events is not counted in
     /// full, so stats cost the same at any history size.
     pub dispatched_capped: bool,
-    /// How long the oldest due row has waited (see [`crate::dispatch::metrics::oldest_pending_age_ms`]); 0
+    /// How long the oldest due row has waited (see [`crate::outbox::lag::oldest_pending_age_ms`]); 0
     /// when nothing is due.
     pub oldest_pending_age_ms: i64,
     /// Age of the oldest dispatched event still missing a listener's receipt — the
-    /// `OldestUnsettledAgeMs` metric, read by the same function ([`crate::dispatch::metrics::read_ages`]), so
+    /// `OldestUnsettledAgeMs` metric, read by the same function ([`crate::outbox::lag::read_ages`]), so
     /// it is deployment-wide even when the other figures are one workspace's. 0 when all are settled.
     pub oldest_unsettled_age_ms: i64,
     /// `dead` rows by `last_error_code` (`none` when a row has no code).
@@ -308,12 +308,12 @@ pub async fn stats(
     by_status.insert(OutboxStatus::Dispatched.as_str().to_owned(), dispatched);
     let dead_by_error_code = dead.iter().map(|row| (row.get(0), row.get(1))).collect();
     let oldest_pending_age_ms = match workspace {
-        None => crate::dispatch::metrics::oldest_pending_age_ms(client).await?,
+        None => crate::outbox::lag::oldest_pending_age_ms(client).await?,
         Some(workspace) => {
             sql::query_one(client, OLDEST_DUE_IN, &[&workspace]).await?.get::<_, i64>(0).max(0)
         }
     };
-    let oldest_unsettled_age_ms = crate::dispatch::metrics::read_ages(client).await?.oldest_unsettled_ms;
+    let oldest_unsettled_age_ms = crate::outbox::lag::read_ages(client).await?.oldest_unsettled_ms;
     Ok(Stats {
         by_status,
         dispatched_capped: dispatched >= DISPATCHED_COUNT_LIMIT,

@@ -58,6 +58,7 @@
 mod claim;
 pub mod due;
 mod hold;
+pub mod lag;
 mod mark;
 pub mod waiters;
 

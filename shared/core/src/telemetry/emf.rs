@@ -68,6 +68,27 @@ pub fn print(dimensions: &[(&str, &str)], metrics: &[(&str, &str, i64)]) {
     println!("{}", line(NAMESPACE, chrono::Utc::now().timestamp_millis(), dimensions, metrics));
 }
 
+/// Whether metrics are printed: `CLINIC_METRICS` = `emf` (the default) or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsMode {
+    Emf,
+    Off,
+}
+
+impl MetricsMode {
+    pub fn from_env() -> Result<MetricsMode, crate::config::ConfigError> {
+        match crate::config::var("CLINIC_METRICS").as_deref() {
+            None | Some("emf") => Ok(MetricsMode::Emf),
+            Some("off") => Ok(MetricsMode::Off),
+            Some(other) => Err(crate::config::ConfigError::Invalid {
+                name: "CLINIC_METRICS",
+                value: other.to_owned(),
+                message: "expected `emf` or `off`".into(),
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

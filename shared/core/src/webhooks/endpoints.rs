@@ -635,12 +635,6 @@ pub async fn seal_clear(
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_status_seen_reads_the_pauses_of_the_fan_out_listener() {
-        let name = format!("'{}'", crate::listeners::Listener::WebhookFanOut.as_str());
-        assert!(STATUS_SEEN.contains(&name), "{STATUS_SEEN}");
-    }
-
     use super::*;
 
     #[test]

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use super::support::{drain, fast_config, Fixture};
 use async_trait::async_trait;
-use clinic_core::dispatch::metrics::read_ages;
 use clinic_core::dispatch::testing::NoopTransport;
 use clinic_core::dispatch::{Start, StartResult, Transport};
 use clinic_core::housekeeping::reconcile::{list_unsettled, reconcile, ReconcileConfig};
 use clinic_core::housekeeping::retention::{sweep, RetentionConfig};
+use clinic_core::outbox::lag::read_ages;
 
 /// Pairs still in custody, over both records (awaited on the outbox row, or start rows).
 const UNSETTLED: &str = "SELECT count(*) FROM listener_custody";

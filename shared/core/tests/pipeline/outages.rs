@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::support::{drain, fast_config, step, Fixture};
-use clinic_core::dispatch::metrics::read_ages;
 use clinic_core::dispatch::testing::{FailingTransport, OutageTransport};
 use clinic_core::dispatch::{StartError, Transport};
 use clinic_core::listeners::Listener;
+use clinic_core::outbox::lag::read_ages;
 
 const LIVE: &str = "SELECT count(*) FROM event_outbox WHERE status IN ('pending', 'claimed', 'retry')";
 const DEAD: &str = "SELECT count(*) FROM event_outbox WHERE status = 'dead'";

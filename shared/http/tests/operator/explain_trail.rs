@@ -208,6 +208,6 @@ async fn the_overview_shows_the_oldest_unsettled_age_beside_the_oldest_live_age(
     assert!(overview.body["oldestLiveAgeMs"].is_i64());
     // The same figure as the metric's reader.
     let conn = scene.app.state.pool.get().await.unwrap();
-    let ages = clinic_core::dispatch::metrics::read_ages(&conn).await.unwrap();
+    let ages = clinic_core::outbox::lag::read_ages(&conn).await.unwrap();
     assert!((ages.oldest_unsettled_ms - unsettled).abs() < 60_000, "{ages:?} vs {unsettled}");
 }

@@ -2,8 +2,9 @@
 //! recorder flushing after a real dispatcher drain.
 
 use crate::support::Scene;
-use clinic_core::dispatch::metrics::{oldest_pending_age_ms, Recorder};
+use clinic_core::dispatch::metrics::Recorder;
 use clinic_core::operator::{self, OutboxFilter};
+use clinic_core::outbox::lag::oldest_pending_age_ms;
 
 #[tokio::test]
 async fn stats_count_by_status_and_error_code_and_measure_the_dispatch_lag() {

@@ -25,7 +25,7 @@
 //! - `emit` resets the accumulator, so each count is reported exactly once; an accumulator with
 //!   nothing recorded prints nothing.
 //! - Metrics go to stdout, logs (`tracing`) to stderr, so an EMF line is never interleaved inside a
-//!   log line. `CLINIC_METRICS=off` (see [`MetricsMode`]) silences them, e.g. for `clinic dev`.
+//!   log line. `CLINIC_METRICS=off` (see [`crate::telemetry::emf::MetricsMode`]) silences them, e.g. for `clinic dev`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -34,12 +34,11 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::config::ConfigError;
 use crate::events::EventType;
 
 mod recorder;
 
-pub use recorder::{flush_pooled, oldest_pending_age_ms, read_ages, Ages, Recorder, EMIT_EVERY};
+pub use recorder::{flush_pooled, Recorder, EMIT_EVERY};
 
 /// The CloudWatch namespace of every dispatcher metric.
 pub use crate::telemetry::emf::NAMESPACE;
@@ -68,27 +67,6 @@ impl Counts {
 
     fn is_zero(&self) -> bool {
         *self == Counts::default()
-    }
-}
-
-/// Whether metrics are printed: `CLINIC_METRICS` = `emf` (the default) or `off`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsMode {
-    Emf,
-    Off,
-}
-
-impl MetricsMode {
-    pub fn from_env() -> Result<MetricsMode, ConfigError> {
-        match crate::config::var("CLINIC_METRICS").as_deref() {
-            None | Some("emf") => Ok(MetricsMode::Emf),
-            Some("off") => Ok(MetricsMode::Off),
-            Some(other) => Err(ConfigError::Invalid {
-                name: "CLINIC_METRICS",
-                value: other.to_owned(),
-                message: "expected `emf` or `off`".into(),
-            }),
-        }
     }
 }
 
@@ -145,13 +123,13 @@ impl DispatchMetrics {
         self.batch_durations_ms.push(elapsed.as_secs_f64() * 1000.0);
     }
 
-    /// The age of the oldest due row, from [`oldest_pending_age_ms`].
+    /// The age of the oldest due row, from [`crate::outbox::lag::oldest_pending_age_ms`].
     pub fn oldest_pending_age(&mut self, age_ms: i64) {
         self.oldest_pending_age_ms = Some(age_ms.max(0));
     }
 
-    /// The three lag gauges, from [`read_ages`].
-    pub fn ages(&mut self, ages: Ages) {
+    /// The three lag gauges, from [`crate::outbox::lag::read_ages`].
+    pub fn ages(&mut self, ages: crate::outbox::lag::Ages) {
         self.oldest_pending_age_ms = Some(ages.oldest_pending_ms.max(0));
         self.oldest_live_age_ms = Some(ages.oldest_live_ms.max(0));
         self.oldest_unsettled_age_ms = Some(ages.oldest_unsettled_ms.max(0));
@@ -381,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_recorder_that_is_off_keeps_nothing() {
-        let recorder = Recorder::new(MetricsMode::Off);
+        let recorder = Recorder::new(crate::telemetry::emf::MetricsMode::Off);
         recorder.batch(Duration::from_millis(5));
         assert!(recorder.take().is_empty());
         let recorder = Recorder::default();
