@@ -82,6 +82,7 @@ const QUEUES = {
   },
   webhooks: {
     noun: 'webhook delivery',
+    nouns: 'webhook deliveries',
     list: '/v1/webhooks/deliveries',
     bulk: '/v1/system/webhook-deliveries/bulk/',
     single: '/v1/system/webhook-deliveries/',
@@ -140,7 +141,7 @@ function buildQueue(name) {
 
   const table = el('table');
   table.id = name + '-rows';
-  table.appendChild(el('caption', 'Matching ' + q.noun + 's, newest first'));
+  table.appendChild(el('caption', 'Matching ' + (q.nouns || q.noun + 's') + ', newest first'));
   const head = table.createTHead().insertRow();
   for (const column of q.columns) { const th = el('th', column); th.scope = 'col'; head.appendChild(th); }
   table.createTBody();
