@@ -76,6 +76,13 @@ try {
     },
   };
 
+  // "As of" moves on by itself with auto-refresh every 5 s (then off again for the steps below).
+  const asOf = await page.locator('#as-of').getAttribute('datetime');
+  await page.locator('#refresh-every').selectOption('5');
+  await page.waitForFunction((before) => document.getElementById('as-of').dateTime !== before, asOf, { timeout: 12_000 });
+  await page.locator('#refresh-every').selectOption('0');
+  result.autoRefreshed = true;
+
   // Unsettled custody: the planted start without a receipt (before the retry below settles it).
   await page.locator('#custody-all').check();
   await page.locator('#custody-rows tbody tr[data-id]').first().waitFor();
