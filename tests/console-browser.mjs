@@ -43,6 +43,13 @@ try {
     }
   });
   page.on('pageerror', (error) => errors.push(String(error)));
+  // How long each action's call took (request sent → answer read), for the report.
+  result.actionMs = [];
+  page.on('requestfinished', (request) => {
+    if (request.method() !== 'POST') return;
+    const path = new URL(request.url()).pathname.replace(/[0-9A-HJKMNP-TV-Z]{26}/g, '{id}');
+    result.actionMs.push(path + ' ' + Math.round(request.timing().responseEnd) + ' ms');
+  });
   page.on('request', (request) => { if (!request.url().startsWith(BASE)) errors.push('foreign request ' + request.url()); });
   // Every destructive action confirms; the test reads what the question names, then accepts.
   page.on('dialog', (dialog) => { dialogs.push(dialog.message()); dialog.accept(); });
