@@ -78,6 +78,8 @@ UNSTATABLE = {
     "POST /v1/appointments/{id}/reschedule": [SLOT],
     "GET /v1/appointments": [WINDOW],
     "GET /v1/system/outbox": [OUTBOX_WINDOW],
+    "GET /v1/system/deliveries": [OUTBOX_WINDOW],
+    "GET /v1/webhooks/deliveries": [OUTBOX_WINDOW],
     "POST /v1/system/outbox/bulk/retry": [FILTER_WINDOW],
     "POST /v1/system/outbox/bulk/replay": [FILTER_WINDOW],
     "POST /v1/system/outbox/bulk/discard": [FILTER_WINDOW],

@@ -117,6 +117,18 @@ pub async fn first_admin(
     Ok(row.map(|row| (row.get(0), row.get(1))))
 }
 
+const NAME: &str = "SELECT name FROM workspaces WHERE id = $1";
+
+/// The workspace's name (what its people call it; the console's header shows it). `None` when the
+/// workspace does not exist.
+pub async fn name(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+) -> Result<Option<String>, tokio_postgres::Error> {
+    let row = sql::query_opt(client, NAME, &[&workspace_id]).await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
 const TIME_ZONE: &str = "SELECT time_zone FROM workspaces WHERE id = $1";
 
 /// The workspace's IANA time zone name (`workspaces.time_zone`, default `UTC`), used to render times

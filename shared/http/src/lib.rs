@@ -8,9 +8,12 @@
 //!   issued for the caller's workspace ([`correlation`]).
 //! - Every error is an `application/problem+json` document built by [`problem::ApiError`].
 //! - Every query is scoped to the caller's workspace; another workspace's resource answers 404.
+//! - Every answer under `/v1/system/` and `/v1/webhooks/` is `nosniff` and `no-store`
+//!   ([`admin_headers`]).
 //! - [`ROUTES`] lists exactly the implemented routes; a test keeps it, the router and the OpenAPI
 //!   document in agreement.
 
+pub mod admin_headers;
 pub mod auth;
 pub mod config;
 pub mod correlation;
@@ -83,6 +86,9 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/system/listeners/resume"),
     ("get", "/console"),
     ("get", "/console/console.js"),
+    ("get", "/console/console-core.js"),
+    ("get", "/console/console-explain.js"),
+    ("get", "/console/console-queues.js"),
     ("get", "/console/console.css"),
     ("get", "/v1/system/deliveries"),
     ("post", "/v1/system/deliveries/{id}/retry"),
@@ -151,6 +157,9 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/system/listeners/resume", post(recovery::resume_listener))
         .route("/console", get(console::page))
         .route("/console/console.js", get(console::script))
+        .route("/console/console-core.js", get(console::core))
+        .route("/console/console-explain.js", get(console::explain))
+        .route("/console/console-queues.js", get(console::queues))
         .route("/console/console.css", get(console::style))
         .route("/v1/system/deliveries", get(deliveries::list))
         .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
@@ -173,6 +182,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))
+        .layer(from_fn(admin_headers::admin_headers))
         .layer(from_fn(request::limit_body))
         .layer(from_fn_with_state(state.clone(), request::enter))
         .with_state(state)

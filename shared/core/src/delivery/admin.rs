@@ -20,6 +20,7 @@ use ulid::Ulid;
 use super::DeliveryStatus;
 use crate::db::sql;
 use crate::ids::{EventId, NotificationId, WorkspaceId};
+use crate::operator::{Notifications, OperatedQueue, RowFilter};
 
 /// One delivery as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,12 +43,10 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str = "SELECT id, workspace_id, event_id, listener, template, recipient_kind, recipient_id, \
-         channel, status, attempts, last_error_code, provider_message_id, available_at, sent_at, created_at \
-     FROM notifications \
-     WHERE ($1::uuid IS NULL OR workspace_id = $1) AND ($2::text IS NULL OR status = $2) \
-       AND ($3::uuid IS NULL OR id < $3) \
-     ORDER BY id DESC LIMIT $4";
+const COLUMNS: &str = "SELECT n.id, n.workspace_id, n.event_id, n.listener, n.template, n.recipient_kind, \
+         n.recipient_id, n.channel, n.status, n.attempts, n.last_error_code, n.provider_message_id, \
+         n.available_at, n.sent_at, n.created_at \
+     FROM notifications n";
 
 /// Up to `limit` deliveries, newest first, filtered by workspace (always over HTTP) and status,
 /// strictly older than `before` (keyset on the id).
@@ -58,8 +57,27 @@ pub async fn list(
     before: Option<NotificationId>,
     limit: i64,
 ) -> Result<Vec<DeliveryItem>, tokio_postgres::Error> {
-    let status = status.map(DeliveryStatus::as_str);
-    let rows = sql::query(client, LIST, &[&workspace, &status, &before, &limit]).await?;
+    let filter = RowFilter { status: status.map(DeliveryStatus::as_str), ..RowFilter::default() };
+    list_filtered(client, workspace, &filter, before, limit).await
+}
+
+/// Up to `limit` deliveries, newest first, selected by the bulk actions' filter of this queue
+/// ([`Notifications`]: status, age or period, error code, listener, template — the same rows a bulk
+/// action with that filter would consider, in any status), strictly older than `before`.
+pub async fn list_filtered(
+    client: &impl GenericClient,
+    workspace: Option<WorkspaceId>,
+    filter: &RowFilter,
+    before: Option<NotificationId>,
+    limit: i64,
+) -> Result<Vec<DeliveryItem>, tokio_postgres::Error> {
+    let mut query = Notifications::conditions(filter, workspace, &Notifications::ACTIONS.queue.statuses());
+    if let Some(before) = before {
+        query.and("n.id < $", before);
+    }
+    let limit = query.bind(limit);
+    let statement = format!("{COLUMNS} {} ORDER BY n.id DESC LIMIT {limit}", query.where_clause());
+    let rows = sql::query(client, &statement, &query.params()).await?;
     Ok(rows
         .iter()
         .map(|row| {

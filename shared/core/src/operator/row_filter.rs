@@ -107,6 +107,12 @@ impl RowFilter {
         })
     }
 
+    /// The key a listing's cursor is bound to: every field (a cursor of one filter is refused under
+    /// another).
+    pub fn scope_key(&self) -> String {
+        format!("{self:?}")
+    }
+
     /// The conditions over the queue's table under `alias`, scoped to `workspace`, restricted to
     /// `accepted` statuses (those the action accepts; the filter's own status must be one of them).
     pub fn conditions(&self, alias: &str, workspace: Option<WorkspaceId>, accepted: &[&str]) -> Conditions {

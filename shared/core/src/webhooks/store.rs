@@ -13,6 +13,7 @@ use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, Work
 use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::ActionKind;
 use crate::lease::{State, WEBHOOK_DELIVERIES};
+use crate::operator::{OperatedQueue, RowFilter, WebhookDeliveries};
 
 pub use super::sequence::Sequence;
 
@@ -311,13 +312,11 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const LIST: &str = "SELECT d.id, d.endpoint_id, d.sequence, d.event_id, d.event_type, d.status, d.attempts, d.last_status, \
-       d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, d.delivered_at, \
-       d.created_at \
-     FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id \
-     WHERE w.workspace_id = $1 AND ($2::uuid IS NULL OR d.endpoint_id = $2) \
-       AND ($3::uuid IS NULL OR d.event_id = $3) AND ($4::text IS NULL OR d.status = $4) \
-     ORDER BY d.created_at DESC, d.id DESC LIMIT $5";
+const COLUMNS: &str =
+    "SELECT d.id, d.endpoint_id, d.sequence, d.event_id, d.event_type, d.status, d.attempts, \
+       d.last_status, d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, \
+       d.delivered_at, d.created_at \
+     FROM webhook_deliveries d";
 
 /// A workspace's deliveries, newest first: by endpoint, event and status when given.
 pub async fn list(
@@ -328,7 +327,32 @@ pub async fn list(
     status: Option<&str>,
     limit: i64,
 ) -> DomainResult<Vec<DeliveryItem>> {
-    let rows = sql::query(client, LIST, &[&workspace, &endpoint, &event, &status, &limit]).await?;
+    let known = status.map(|raw| WEBHOOK_ACTIONS.queue.statuses().into_iter().find(|name| *name == raw));
+    if let Some(None) = known {
+        return Ok(Vec::new()); // a status the queue does not have matches no row
+    }
+    let filter = RowFilter { status: known.flatten(), endpoint_id: endpoint, ..RowFilter::default() };
+    list_filtered(client, workspace, &filter, event, limit).await
+}
+
+/// A workspace's deliveries, newest first, selected by the bulk actions' filter of this queue
+/// ([`WebhookDeliveries`]: status, age or period, error code, endpoint, event type — the same rows a
+/// bulk action with that filter would consider, in any status) and by event when given.
+pub async fn list_filtered(
+    client: &impl GenericClient,
+    workspace: WorkspaceId,
+    filter: &RowFilter,
+    event: Option<EventId>,
+    limit: i64,
+) -> DomainResult<Vec<DeliveryItem>> {
+    let mut query = WebhookDeliveries::conditions(filter, Some(workspace), &WEBHOOK_ACTIONS.queue.statuses());
+    if let Some(event) = event {
+        query.and("d.event_id = $", event);
+    }
+    let limit = query.bind(limit);
+    let statement =
+        format!("{COLUMNS} {} ORDER BY d.created_at DESC, d.id DESC LIMIT {limit}", query.where_clause());
+    let rows = sql::query(client, &statement, &query.params()).await?;
     Ok(rows
         .iter()
         .map(|row| DeliveryItem {

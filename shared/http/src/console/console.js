@@ -1,246 +1,196 @@
-// The clinic outbox console. Every value from the API is written with textContent (never as HTML),
-// the token lives in sessionStorage only, and every call goes to the same origin's admin API.
+// The console's start-up: the token (sessionStorage only) and the header naming whom it acts as,
+// the overview, the listeners (pause and resume), "as of" with auto-refresh, and Forget, which
+// clears the screen. Loaded last; uses console-core.js, console-explain.js and console-queues.js.
 'use strict';
 
-const $ = (id) => document.getElementById(id);
-const TOKEN_KEY = 'clinic.console.token';
-let cursor = null;
-let dryRunKey = null;
-
-function token() { return sessionStorage.getItem(TOKEN_KEY) || ''; }
+let refreshTimer = null;
+let refreshing = false;
 
 function say(text, isError) {
-  const status = $('status');
-  status.textContent = text;
-  status.className = isError ? 'error' : '';
+  outcome($('status'), text, isError);
 }
 
-async function api(method, path, body) {
-  const headers = { Authorization: 'Bearer ' + token() };
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  const answer = await response.json().catch(() => ({}));
-  if (!response.ok) {
-    const field = answer.field ? ' (' + answer.field + ')' : '';
-    throw new Error(response.status + ' ' + (answer.title || 'error') + field + (answer.detail ? ': ' + answer.detail : ''));
+// The header: workspace (name and id), subject, role and the token's expiry.
+function renderWho(workspace) {
+  const who = $('who');
+  who.replaceChildren();
+  const c = claims();
+  if (!c) return;
+  const role = c.role || c['custom:role'] || (Array.isArray(c['cognito:groups']) ? c['cognito:groups'].join(',') : '');
+  const parts = [];
+  if (workspace) parts.push(['Workspace', (workspace.name || '(unnamed)') + ' · ' + workspace.id, 'who-workspace']);
+  parts.push(['Subject', c.sub || '?', 'who-subject'], ['Role', role || '?', 'who-role']);
+  for (const [label, value, id] of parts) {
+    const span = el('span', undefined, 'who-part');
+    span.append(el('b', label + ' '), el('span', value, 'code'));
+    span.id = id;
+    who.appendChild(span);
   }
-  return answer;
-}
-
-function cell(row, value) {
-  const td = document.createElement('td');
-  if (value instanceof Node) td.appendChild(value); else td.textContent = value == null ? '' : String(value);
-  row.appendChild(td);
-  return td;
-}
-
-function button(label, onClick, id) {
-  const b = document.createElement('button');
-  b.type = 'button';
-  b.textContent = label;
-  if (id) b.id = id;
-  b.addEventListener('click', onClick);
-  return b;
-}
-
-function fill(tbody, items, render) {
-  tbody.replaceChildren();
-  for (const item of items) {
-    const tr = document.createElement('tr');
-    render(tr, item);
-    tbody.appendChild(tr);
+  if (c.exp) {
+    const at = new Date(c.exp * 1000).toISOString();
+    const span = el('span', undefined, 'who-part');
+    span.id = 'who-expiry';
+    const expired = c.exp * 1000 <= Date.now();
+    span.append(el('b', 'Token '), expired ? badge('expired') : el('span', 'expires '), when(at));
+    if (expired) span.classList.add('error');
+    who.appendChild(span);
   }
 }
 
 async function loadOverview() {
   const o = await api('GET', '/v1/system/overview');
+  maxAttempts = o.outboxMaxAttempts || null;
+  renderWho(o.workspace);
   fill($('by-status').tBodies[0], Object.entries(o.byStatus), (tr, [status, n]) => {
     tr.dataset.status = status;
-    cell(tr, status); cell(tr, n);
+    cell(tr, badge(status));
+    cell(tr, status === 'dispatched' && o.dispatchedCapped ? n + '+' : n);
   });
   const ages = $('ages');
   ages.replaceChildren();
   for (const [label, value, id] of [
-    ['Oldest due row waiting (ms)', o.oldestPendingAgeMs, 'age-pending'],
-    ['Oldest live row age (ms)', o.oldestLiveAgeMs, 'age-live'],
-    ['Oldest unsettled event age, all workspaces (ms)', o.oldestUnsettledAgeMs, 'age-unsettled'],
+    ['Oldest due row waiting', o.oldestPendingAgeMs, 'age-pending'],
+    ['Oldest live row', o.oldestLiveAgeMs, 'age-live'],
+    ['Oldest unsettled event, all workspaces', o.oldestUnsettledAgeMs, 'age-unsettled'],
   ]) {
-    const dt = document.createElement('dt'); dt.textContent = label;
-    const dd = document.createElement('dd'); dd.textContent = String(value); dd.id = id;
-    ages.append(dt, dd);
+    const term = el('dt', label);
+    const detail = el('dd', value ? duration(value) : 'none');
+    detail.id = id;
+    detail.dataset.ms = String(value);
+    ages.append(term, detail);
   }
   fill($('dead-codes').tBodies[0], Object.entries(o.deadByErrorCode), (tr, [code, n]) => {
-    cell(tr, code).className = 'code'; cell(tr, n);
-    cell(tr, button('Show dead rows with ' + code, () => {
-      $('f-status').value = 'dead';
-      $('f-errorCode').value = code === 'none' ? '' : code;
-      loadRows(false).catch(fail);
+    cell(tr, inWords(code), 'code'); cell(tr, n);
+    cell(tr, button('Show the ' + n + ' dead rows', () => {
+      // A fresh filter: only these rows (never a previous search's leftovers).
+      $('outbox-filter').reset();
+      $('outbox-f-status').value = 'dead';
+      if (code !== 'none') $('outbox-f-errorCode').value = code;
+      loadQueue('outbox').catch(fail('outbox'));
       $('outbox-title').scrollIntoView();
     }, 'show-dead-' + code));
-  });
-  fill($('paused').tBodies[0], o.pausedListeners, (tr, p) => { cell(tr, p.listener); cell(tr, p.held); cell(tr, p.pausedBy); });
-  say('Overview loaded.');
-}
-
-function filterValues() {
-  const filter = {};
-  for (const name of ['status', 'eventType', 'listener', 'errorCode', 'from', 'to', 'resourceId']) {
-    const value = $('f-' + name).value.trim();
-    if (value) filter[name] = value;
-  }
-  return filter;
-}
-
-async function loadRows(more) {
-  const params = new URLSearchParams(filterValues());
-  params.set('limit', '50');
-  if (more && cursor) params.set('cursor', cursor);
-  const page = await api('GET', '/v1/system/outbox?' + params.toString());
-  const tbody = $('rows').tBodies[0];
-  if (!more) tbody.replaceChildren();
-  for (const item of page.items) {
-    const tr = document.createElement('tr');
-    cell(tr, button(item.eventId, () => explain(item.eventId).catch(fail))).className = 'code';
-    cell(tr, item.type); cell(tr, item.status); cell(tr, item.attempts);
-    cell(tr, item.lastErrorCode).className = 'code'; cell(tr, item.createdAt);
-    tbody.appendChild(tr);
-  }
-  cursor = page.nextCursor;
-  $('rows-more').hidden = !cursor;
-  dryRunKey = null;
-  $('bulk-apply').disabled = true;
-  say(tbody.rows.length + ' rows shown.');
-}
-
-function bulkBody(dryRun) {
-  const body = { reason: $('bulk-reason').value, dryRun, filter: filterValues() };
-  const listeners = $('bulk-listeners').value.split(',').map((s) => s.trim()).filter(Boolean);
-  if (listeners.length) body.listeners = listeners;
-  return body;
-}
-
-async function bulk(dryRun) {
-  const action = $('bulk-action').value;
-  const body = bulkBody(dryRun);
-  const key = action + JSON.stringify(bulkBody(true));
-  if (!dryRun && key !== dryRunKey) throw new Error('run the dry run again: the filter or action changed');
-  const answer = await api('POST', '/v1/system/outbox/bulk/' + action, body);
-  const result = $('bulk-result');
-  if (dryRun) {
-    const done = { retry: 'retried', replay: 'replayed', discard: 'discarded' }[action];
-    result.textContent = 'Dry run: ' + answer.matched + ' rows would be ' + done + '. Sample: ' + answer.sample.join(', ');
-    result.dataset.matched = String(answer.matched);
-    dryRunKey = answer.matched > 0 ? key : null;
-    $('bulk-apply').disabled = answer.matched === 0;
-  } else {
-    result.textContent = 'Applied: ' + answer.applied + ' rows, skipped ' + answer.skipped.length + ', remaining ' +
-      answer.remaining + ', batch ' + answer.batchId + '.';
-    result.dataset.applied = String(answer.applied);
-    result.dataset.batch = answer.batchId || '';
-    dryRunKey = null;
-    $('bulk-apply').disabled = true;
-    await loadOverview();
-  }
-}
-
-function renderValue(value) {
-  if (value === null || value === undefined) return '';
-  if (typeof value === 'object') return JSON.stringify(value);
-  return String(value);
-}
-
-async function explain(eventId) {
-  $('explain-id').value = eventId;
-  const answer = await api('GET', '/v1/system/events/' + encodeURIComponent(eventId));
-  const body = $('explain-body');
-  body.replaceChildren();
-  const title = document.createElement('p');
-  title.textContent = 'Event ' + answer.eventId + ' — ' + answer.publishedName;
-  title.id = 'explain-published';
-  body.appendChild(title);
-  const trace = document.createElement('p');
-  trace.id = 'explain-trace';
-  trace.textContent = answer.traceId ? 'Trace ' + answer.traceId : 'No trace stored';
-  body.appendChild(trace);
-  for (const section of answer.sections) {
-    const wrap = document.createElement('section');
-    wrap.dataset.section = section.name;
-    const h = document.createElement('h3');
-    h.textContent = section.name + ' (' + section.source + ')';
-    wrap.appendChild(h);
-    if (section.note) { const p = document.createElement('p'); p.textContent = 'Note: ' + section.note; wrap.appendChild(p); }
-    if (section.rows.length === 0) {
-      const p = document.createElement('p'); p.textContent = 'none'; wrap.appendChild(p);
-    } else {
-      const keys = [...new Set(section.rows.flatMap((row) => Object.keys(row)))];
-      const table = document.createElement('table');
-      const head = table.createTHead().insertRow();
-      for (const key of keys) { const th = document.createElement('th'); th.scope = 'col'; th.textContent = key; head.appendChild(th); }
-      const tbody = table.createTBody();
-      for (const row of section.rows) {
-        const tr = tbody.insertRow();
-        for (const key of keys) cell(tr, renderValue(row[key]));
-      }
-      wrap.appendChild(table);
-    }
-    body.appendChild(wrap);
-  }
-  $('single-form').hidden = false;
-  $('explain-title').scrollIntoView();
-  say('Explained ' + answer.eventId + '.');
-}
-
-async function single() {
-  const eventId = $('explain-id').value.trim();
-  const action = $('single-action').value;
-  const record = await api('POST', '/v1/system/outbox/' + encodeURIComponent(eventId) + '/' + action, { reason: $('single-reason').value });
-  $('single-result').textContent = action + ': ' + record.statusBefore + ' → ' + record.statusAfter + ' (action ' + record.id + ')';
-  await explain(eventId);
+  }, 'No dead rows.');
+  fill($('paused').tBodies[0], o.pausedListeners, (tr, p) => {
+    cell(tr, badge('paused')); cell(tr, p.listener, 'code'); cell(tr, p.held); cell(tr, p.pausedBy, 'code'); cell(tr, when(p.pausedAt));
+  }, 'No listener is paused.');
 }
 
 async function loadListeners() {
   const answer = await api('GET', '/v1/system/listeners');
   fill($('listener-rows').tBodies[0], answer.items, (tr, l) => {
-    cell(tr, l.listener).className = 'code';
-    cell(tr, l.eventTypes.join(', '));
-    cell(tr, l.paused ? 'paused' : 'running');
+    tr.dataset.listener = l.listener;
+    cell(tr, l.listener, 'code');
+    cell(tr, l.eventTypes.join(', '), 'code');
+    cell(tr, badge(l.paused ? 'paused' : 'running'));
     cell(tr, l.held);
-    cell(tr, button((l.paused ? 'Resume ' : 'Pause ') + l.listener, () => toggle(l).catch(fail), (l.paused ? 'resume-' : 'pause-') + l.listener));
+    cell(tr, button((l.paused ? 'Resume ' : 'Pause ') + l.listener, () => toggle(l).catch((error) => outcome($('listener-result'), error.message, true)),
+      (l.paused ? 'resume-' : 'pause-') + l.listener));
   });
 }
 
 async function toggle(listener) {
-  const reason = $('pause-reason').value;
+  const line = $('listener-result');
+  const reasonBox = $('pause-reason');
+  if (!reasonBox.value.trim()) throw new Error('A reason is required to ' + (listener.paused ? 'resume ' : 'pause ') + listener.listener + '.');
   const verb = listener.paused ? 'resume' : 'pause';
-  const record = await api('POST', '/v1/system/listeners/' + verb, { listener: listener.listener, reason });
-  say(verb + ' ' + record.listener + (verb === 'resume' ? ': released ' + record.released + ' rows' : '') + '.');
-  await Promise.all([loadListeners(), loadOverview()]);
+  const held = verb === 'resume'
+    ? (await api('GET', '/v1/system/outbox?status=retry&errorCode=listener_paused&limit=100')).items.map((i) => i.eventId)
+    : [];
+  const question = verb === 'pause'
+    ? 'Pause ' + listener.listener + '? New starts of ' + listener.eventTypes.join(', ') + ' are held until it is resumed.'
+    : 'Resume ' + listener.listener + '? It releases the ' + listener.held + ' row(s) it holds.';
+  if (!confirmed(question)) {
+    outcome(line, verb + ' cancelled.');
+    return;
+  }
+  const record = await api('POST', '/v1/system/listeners/' + verb, { listener: listener.listener, reason: reasonBox.value });
+  reasonBox.value = '';
+  line.dataset.listener = record.listener;
+  line.dataset.action = verb;
+  if (verb === 'pause') {
+    outcome(line, 'paused ' + record.listener + ': its new starts are held.');
+    await refreshAll();
+    return;
+  }
+  line.dataset.released = String(record.released);
+  outcome(line, 'resumed ' + record.listener + ': released ' + record.released + ' row(s).');
+  refreshAll();
+  await watch(line, 'released by resuming ' + record.listener, held.slice(0, 10), record.released, probeOutbox, OUTBOX_SETTLED, refreshAll);
 }
 
-function fail(error) { say(error.message, true); }
-
-function submit(id, action) {
-  $(id).addEventListener('submit', (event) => { event.preventDefault(); action().catch(fail); });
+// Reloads everything on screen (the lists keep their filters); says "as of" when done.
+async function refreshAll() {
+  if (!token() || refreshing) return;
+  refreshing = true;
+  try {
+    await loadOverview();
+    await Promise.all([
+      ...Object.keys(QUEUES).map((name) => loadQueue(name).catch(fail(name))),
+      loadListeners(), loadEndpoints(), loadCustody(), loadRejections(),
+      explained ? explain(explained.eventId, true) : Promise.resolve(),
+    ]);
+    const now = new Date();
+    const asOf = $('as-of');
+    asOf.textContent = 'As of ' + now.toLocaleTimeString();
+    asOf.dateTime = now.toISOString();
+    asOf.title = exact(now.toISOString());
+    say('');
+  } catch (error) {
+    say(error.message, true);
+  } finally {
+    refreshing = false;
+  }
 }
 
-async function loadAll() {
-  await loadOverview();
-  await Promise.all([loadRows(false), loadListeners()]);
+function setRefresh() {
+  if (refreshTimer) clearInterval(refreshTimer);
+  refreshTimer = null;
+  const seconds = Number($('refresh-every').value);
+  if (seconds > 0 && token()) refreshTimer = setInterval(refreshAll, seconds * 1000);
+}
+
+// Forget: the token goes, and so does everything it showed.
+function forget(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  if (refreshTimer) clearInterval(refreshTimer);
+  refreshTimer = null;
+  $('refresh-every').value = '0';
+  clearExplanation();
+  for (const tbody of document.querySelectorAll('main tbody')) tbody.replaceChildren();
+  for (const line of document.querySelectorAll('main .result, main [role="status"]')) { line.textContent = ''; line.className = 'result'; }
+  for (const list of document.querySelectorAll('main dl')) list.replaceChildren();
+  for (const form of document.querySelectorAll('main form')) form.reset();
+  $('who').replaceChildren();
+  $('as-of').textContent = '';
+  say(message || 'Token forgotten; the screen is cleared.');
 }
 
 document.addEventListener('DOMContentLoaded', () => {
-  submit('auth-form', async () => {
+  for (const name of Object.keys(QUEUES)) buildQueue(name);
+  setOnUnauthorized(() => {
+    if (refreshTimer) clearInterval(refreshTimer);
+    refreshTimer = null;
+    $('refresh-every').value = '0';
+    say('The token was refused (expired or not valid): paste a new one.', true);
+    $('token').focus();
+  });
+  $('auth-form').addEventListener('submit', (event) => {
+    event.preventDefault();
     sessionStorage.setItem(TOKEN_KEY, $('token').value.trim());
     $('token').value = '';
-    await loadAll();
+    renderWho(null);
+    refreshAll().then(setRefresh);
   });
-  $('token-forget').addEventListener('click', () => { sessionStorage.removeItem(TOKEN_KEY); say('Token forgotten.'); });
-  $('overview-refresh').addEventListener('click', () => loadOverview().catch(fail));
-  submit('filter-form', () => loadRows(false));
-  $('rows-more').addEventListener('click', () => loadRows(true).catch(fail));
-  submit('bulk-form', () => bulk(true));
-  $('bulk-apply').addEventListener('click', () => bulk(false).catch(fail));
-  submit('explain-form', () => explain($('explain-id').value.trim()));
-  submit('single-form', single);
-  if (token()) loadAll().catch(fail); else say('Paste an admin bearer token to start.');
+  $('token-forget').addEventListener('click', () => forget());
+  $('refresh-now').addEventListener('click', () => refreshAll());
+  $('refresh-every').addEventListener('change', setRefresh);
+  $('explain-form').addEventListener('submit', (event) => { event.preventDefault(); explain($('explain-id').value.trim()); });
+  $('single-form').addEventListener('submit', (event) => { event.preventDefault(); single().catch((error) => outcome($('single-result'), error.message, true)); });
+  $('custody-all').addEventListener('change', () => loadCustody().catch((error) => outcome($('custody-result'), error.message, true)));
+  $('rejections-filter').addEventListener('submit', (event) => {
+    event.preventDefault();
+    loadRejections(false).catch((error) => outcome($('rejections-result'), error.message, true));
+  });
+  $('rejections-more').addEventListener('click', () => loadRejections(true).catch((error) => outcome($('rejections-result'), error.message, true)));
+  if (token()) { renderWho(null); refreshAll().then(setRefresh); } else say('Paste an admin bearer token to start.');
 });

@@ -1,5 +1,6 @@
-//! `/console`: the operators' web console — one HTML page, one script, one stylesheet, embedded in
-//! the binary (`include_str!`), served without a caller (the page holds no data; every call it makes
+//! `/console`: the operators' web console — one HTML page, four small scripts (loaded in order with
+//! `defer`: shared helpers, the explain view, the queue views, the page's start-up) and one
+//! stylesheet, embedded in the binary (`include_str!`), served without a caller (the page holds no data; every call it makes
 //! goes to the admin API with the bearer token the operator pastes, kept in `sessionStorage`).
 //!
 //! Every asset answers `Content-Security-Policy: default-src 'self'` (no inline script or style, no
@@ -12,6 +13,9 @@ pub const CSP: &str = "default-src 'self'; frame-ancestors 'none'; base-uri 'non
 
 const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");
+const CORE: &str = include_str!("../console/console-core.js");
+const EXPLAIN: &str = include_str!("../console/console-explain.js");
+const QUEUES: &str = include_str!("../console/console-queues.js");
 const STYLE: &str = include_str!("../console/console.css");
 
 fn asset(content_type: &'static str, body: &'static str) -> Response {
@@ -34,6 +38,18 @@ pub async fn page() -> Response {
 
 pub async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+pub async fn core() -> Response {
+    asset("text/javascript; charset=utf-8", CORE)
+}
+
+pub async fn explain() -> Response {
+    asset("text/javascript; charset=utf-8", EXPLAIN)
+}
+
+pub async fn queues() -> Response {
+    asset("text/javascript; charset=utf-8", QUEUES)
 }
 
 pub async fn style() -> Response {

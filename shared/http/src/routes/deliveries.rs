@@ -1,8 +1,9 @@
 //! `/v1/system/deliveries`: operator tooling for notification deliveries, admin role only.
 //!
-//! - `GET /v1/system/deliveries?status=&limit=&cursor=` lists the caller's workspace's deliveries,
-//!   newest first (ids, statuses, counters, codes; never content), with a signed keyset cursor bound
-//!   to the filter.
+//! - `GET /v1/system/deliveries?status=&olderThan=&from=&to=&errorCode=&listener=&template=&limit=&cursor=`
+//!   lists the caller's workspace's deliveries, newest first (ids, statuses, counters, codes; never
+//!   content), selected by the bulk actions' filter (the same fields, the same rows), with a signed
+//!   keyset cursor bound to the filter. A bad field answers 400 naming it.
 //! - `POST /v1/system/deliveries/{id}/retry|discard` with `{ "reason": "…" }` and
 //!   `POST /v1/system/deliveries/bulk/retry|discard` (filter: `status`, `olderThan`, `from`, `to`,
 //!   `errorCode`, `listener`, `template`; `dryRun`, `limit`) go through the one generic path of
@@ -15,17 +16,15 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
 use super::acted::{self, DiscardAll, RetryAll};
-use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
 use clinic_core::delivery::admin::{self};
-use clinic_core::delivery::DeliveryStatus;
 use clinic_core::ids::NotificationId;
 use clinic_core::lease::ActionKind;
-use clinic_core::operator::Notifications;
+use clinic_core::operator::{Notifications, OperatedQueue};
 
 pub async fn list(
     State(state): State<AppState>,
@@ -34,14 +33,12 @@ pub async fn list(
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let page = PageRequest::parse(&query)?;
-    let status = query
-        .get("status")
-        .map(|raw| DeliveryStatus::parse(raw).ok_or_else(|| bad("status", "must be a delivery status")))
-        .transpose()?;
-    let scope = format!("deliveries:{}:{}", caller.workspace_id, status.map_or("", DeliveryStatus::as_str));
+    let filter =
+        Notifications::parse_filter(|field| query.get(field).cloned()).map_err(ApiError::BadParameter)?;
+    let scope = format!("deliveries:{}:{}", caller.workspace_id, filter.scope_key());
     let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
     let conn = state.pool.get().await?;
-    let items = admin::list(&conn, Some(caller.workspace_id), status, before, page.limit).await?;
+    let items = admin::list_filtered(&conn, Some(caller.workspace_id), &filter, before, page.limit).await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }
 

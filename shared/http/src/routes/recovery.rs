@@ -2,7 +2,8 @@
 //!
 //! - `GET /v1/system/events/{id}` explains one event end to end ([`clinic_core::operator::explain`]).
 //! - `GET /v1/system/overview`: counts by status, oldest due and live ages, dead rows by error code,
-//!   paused listeners with what they hold.
+//!   paused listeners with what they hold, the workspace they are of (`workspace: {id, name}`) and the
+//!   outbox's attempt ceiling (`outboxMaxAttempts`).
 //! - `POST /v1/system/outbox/bulk/retry|replay|discard` with
 //!   `{ "reason": "…", "dryRun": true, "filter": { "status": "dead", "errorCode": "…", … },
 //!   "listeners": [...], "limit": 1000 }`: the outbox's bulk recovery, through the one generic
@@ -22,6 +23,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::acted::{self, operator_of, Acted, DiscardAll, ReplayAll, RetryAll};
@@ -33,7 +35,7 @@ use crate::AppState;
 use clinic_core::domain::input::{FieldError, Fields};
 use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
-use clinic_core::ids::EventId;
+use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::listeners::{listeners, Listener};
 use clinic_core::operator::{self, pause, Outbox, Reason};
 
@@ -50,10 +52,34 @@ pub async fn explain(
     Ok(Json(explanation).into_response())
 }
 
+/// The overview's answer: the figures, and the workspace they are of (its id and name, for the
+/// console's header).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OverviewAnswer {
+    #[serde(flatten)]
+    overview: operator::Overview,
+    workspace: WorkspaceRef,
+    /// The dispatcher's attempt ceiling as this deployment's settings say
+    /// (`CLINIC_DISPATCH_MAX_ATTEMPTS`, default 10): the N of "attempt n of N"; `null` when unreadable.
+    outbox_max_attempts: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct WorkspaceRef {
+    id: WorkspaceId,
+    name: Option<String>,
+}
+
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
-    Ok(Json(operator::overview(&conn, Some(caller.workspace_id)).await?).into_response())
+    let overview = operator::overview(&conn, Some(caller.workspace_id)).await?;
+    let name = clinic_core::workspaces::name(&conn, caller.workspace_id).await?;
+    let workspace = WorkspaceRef { id: caller.workspace_id, name };
+    let outbox_max_attempts =
+        clinic_core::dispatch::DispatchConfig::from_env().ok().map(|config| config.max_attempts);
+    Ok(Json(OverviewAnswer { overview, workspace, outbox_max_attempts }).into_response())
 }
 
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {

@@ -8,7 +8,9 @@
 //!   secret; the previous one keeps signing until the overlap ends.
 //! - `POST /v1/webhooks/endpoints/{id}/recover` `{since}` → `{recovered}`: failed deliveries created
 //!   since then are sent again (same `webhook-id`).
-//! - `GET /v1/webhooks/deliveries?endpointId=&eventId=&status=&limit=` → the newest deliveries.
+//! - `GET /v1/webhooks/deliveries?endpointId=&eventId=&status=&eventType=&errorCode=&olderThan=&from=&to=&limit=`
+//!   → the newest deliveries, selected by the bulk actions' filter (the same fields, the same rows)
+//!   and by event; a bad field answers 400 naming it.
 //! - `POST /v1/system/webhook-deliveries/{id}/retry|discard` with `{ "reason": "…" }` and
 //!   `POST /v1/system/webhook-deliveries/bulk/retry|discard` (filter: `status`, `olderThan`, `from`,
 //!   `to`, `errorCode`, `endpointId`, `eventType`; `dryRun`, `limit`): the operator actions of the
@@ -49,14 +51,12 @@ use clinic_core::domain::input::FieldError;
 use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::ids::{EventId, WebhookEndpointId};
 use clinic_core::lease::ActionKind;
-use clinic_core::operator::WebhookDeliveries;
+use clinic_core::operator::{OperatedQueue, WebhookDeliveries};
 use clinic_core::webhooks::endpoints::{self, Created, Endpoint, EndpointChange, NewEndpoint};
 use clinic_core::webhooks::{guard, store};
 
 /// The idempotency keys' name for this resource (it has no events, so no `ResourceType`).
 const RESOURCE: &str = "webhook_endpoint";
-
-const STATUSES: &[&str] = &["pending", "sending", "delivered", "retry", "failed", "discarded"];
 
 fn actor(caller: &Caller) -> String {
     caller.subject.to_string()
@@ -285,20 +285,12 @@ pub async fn deliveries(
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
     caller.require_admin()?;
-    let endpoint: Option<WebhookEndpointId> = query
-        .get("endpointId")
-        .map(|raw| raw.parse().map_err(|_| bad("endpointId", "must be a ULID")))
-        .transpose()?;
+    let filter =
+        WebhookDeliveries::parse_filter(|field| query.get(field).cloned()).map_err(ApiError::BadParameter)?;
     let event: Option<EventId> = query
         .get("eventId")
         .map(|raw| raw.parse().map_err(|_| bad("eventId", "must be a ULID")))
         .transpose()?;
-    let status = query.get("status").map(String::as_str);
-    if let Some(status) = status {
-        if !STATUSES.contains(&status) {
-            return Err(bad("status", "must be pending, sending, delivered, retry or failed"));
-        }
-    }
     let limit = match query.get("limit") {
         None => 50,
         Some(raw) => raw
@@ -308,7 +300,7 @@ pub async fn deliveries(
             .ok_or_else(|| bad("limit", "must be 1 to 100"))?,
     };
     let conn = state.pool.get().await?;
-    let items = store::list(&conn, caller.workspace_id, endpoint, event, status, limit).await?;
+    let items = store::list_filtered(&conn, caller.workspace_id, &filter, event, limit).await?;
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 

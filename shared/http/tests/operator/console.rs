@@ -333,13 +333,18 @@ async fn a_paused_listener_holds_its_starts_while_the_others_flow_and_resume_rel
 }
 
 #[tokio::test]
-async fn the_console_is_three_embedded_assets_under_a_strict_content_security_policy() {
+async fn the_console_is_six_embedded_assets_under_a_strict_content_security_policy() {
     let scene = Scene::new().await;
-    for (path, content_type) in [
-        ("/console", "text/html"),
-        ("/console/console.js", "text/javascript"),
-        ("/console/console.css", "text/css"),
-    ] {
+    const SCRIPTS: [&str; 4] = [
+        "/console/console-core.js",
+        "/console/console-explain.js",
+        "/console/console-queues.js",
+        "/console/console.js",
+    ];
+    let assets = [("/console", "text/html"), ("/console/console.css", "text/css")]
+        .into_iter()
+        .chain(SCRIPTS.iter().map(|path| (*path, "text/javascript")));
+    for (path, content_type) in assets {
         let response = scene.app.call("GET", path, None, None).await;
         assert_eq!(response.status, 200, "{path}");
         assert!(response.header("content-type").unwrap().starts_with(content_type), "{path}");
@@ -347,6 +352,7 @@ async fn the_console_is_three_embedded_assets_under_a_strict_content_security_po
             response.header("content-security-policy").unwrap().starts_with("default-src 'self'"),
             "{path}"
         );
+        assert_eq!(response.header("x-content-type-options"), Some("nosniff"), "{path}");
     }
     let page = scene.app.call("GET", "/console", None, None).await.text;
     assert_eq!(
@@ -354,12 +360,184 @@ async fn the_console_is_three_embedded_assets_under_a_strict_content_security_po
         page.matches("<script src=\"/console/").count(),
         "no inline script"
     );
+    // Every script the page loads is served, in order: helpers first, start-up last.
+    let loaded: Vec<&str> =
+        page.split("<script src=\"").skip(1).filter_map(|s| s.split('"').next()).collect();
+    assert_eq!(loaded, SCRIPTS, "the page loads the four scripts in order");
     for handler in ["onclick=", "onload=", "onsubmit=", "javascript:"] {
         assert!(!page.contains(handler), "no inline handler {handler}");
     }
     assert!(!page.contains("style="), "no inline style");
     assert!(!page.contains("http://") && !page.contains("https://"), "no other origin");
-    let script = scene.app.call("GET", "/console/console.js", None, None).await.text;
-    assert!(!script.contains("innerHTML"), "values are written as text");
-    assert!(script.contains("sessionStorage"));
+    let mut all = String::new();
+    for path in SCRIPTS {
+        let script = scene.app.call("GET", path, None, None).await.text;
+        assert!(
+            !script.contains("innerHTML") && !script.contains("insertAdjacentHTML"),
+            "{path}: values are written as text"
+        );
+        assert!(!script.contains("localStorage"), "{path}: the token is never kept beyond the tab");
+        assert!(script.lines().count() <= 400, "{path}: small files");
+        all.push_str(&script);
+    }
+    assert!(all.contains("sessionStorage"));
+}
+
+/// Issue 44 item 5: every admin answer (`/v1/system/*`, `/v1/webhooks/*`), errors and refusals
+/// included, is `nosniff` and `no-store`: an operator's answers are never cached or content-sniffed.
+#[tokio::test]
+async fn every_admin_answer_is_nosniff_and_no_store() {
+    let scene = Scene::new().await;
+    let admin = scene.app.workspace.admin.clone();
+    let staff = scene.app.workspace.staff.clone();
+    let id = ulid::Ulid::generate().to_string();
+    let admin_routes: Vec<&(&str, &str)> = clinic_http::ROUTES
+        .iter()
+        .filter(|(_, path)| path.starts_with("/v1/system/") || path.starts_with("/v1/webhooks/"))
+        .collect();
+    assert!(admin_routes.len() >= 25, "{admin_routes:?}");
+    let mut checked = 0;
+    for (method, template) in admin_routes {
+        let path = template.replace("{id}", &id);
+        let body = (*method != "get").then(|| json!({}));
+        for token in [Some(admin.as_str()), Some(staff.as_str()), None] {
+            let response = scene.app.call(&method.to_uppercase(), &path, token, body.clone()).await;
+            let what = format!("{method} {path} ({}) answered {}", token.is_some(), response.status);
+            assert_eq!(response.header("x-content-type-options"), Some("nosniff"), "{what}");
+            assert_eq!(response.header("cache-control"), Some("no-store"), "{what}");
+            checked += 1;
+        }
+    }
+    // An unknown path under the admin prefix too.
+    let unknown = scene.app.call("GET", "/v1/system/nothing-here", Some(&admin), None).await;
+    assert_eq!(unknown.header("cache-control"), Some("no-store"));
+    assert!(checked >= 75);
+    // The overview answers 200 with them (a success, not only refusals).
+    let overview = scene.app.call("GET", "/v1/system/overview", Some(&admin), None).await;
+    assert_eq!((overview.status.as_u16(), overview.header("cache-control")), (200, Some("no-store")));
+}
+
+/// Issue 44 item 1: the notification and webhook delivery listings select by their queue's bulk
+/// filter (the same fields, the same rows a bulk action would consider), so the console lists what
+/// it then acts on; a bad field answers 400 naming it.
+#[tokio::test]
+async fn the_delivery_listings_select_by_their_bulk_filter() {
+    let scene = Scene::new().await;
+    scene.dispatch_locally().await;
+    let buried = scene
+        .execute(
+            "UPDATE notifications SET status = 'dead', last_error_code = 'ses_throttled' \
+             WHERE event_id = $1 AND listener = 'patient_booking_confirmation'",
+            scene.created,
+        )
+        .await;
+    assert_eq!(buried, 1);
+    let ids = |response: &clinic_testkit::app::TestResponse| -> Vec<String> {
+        assert_eq!(response.status, 200, "{}", response.text);
+        response.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let dead = admin_get(&scene, "/v1/system/deliveries?status=dead&errorCode=ses_throttled").await;
+    assert_eq!(ids(&dead).len(), 1, "{}", dead.text);
+    assert_eq!(dead.body["items"][0]["listener"], "patient_booking_confirmation");
+    let dry = admin_post(
+        &scene,
+        "/v1/system/deliveries/bulk/retry",
+        json!({"reason": "x", "dryRun": true, "filter": {"status": "dead", "errorCode": "ses_throttled"}}),
+    )
+    .await;
+    assert_eq!(dry.body["sample"], json!(ids(&dead)), "the listing lists what the bulk action selects");
+    for (query, expected) in [
+        ("listener=patient_booking_confirmation", 1),
+        ("listener=practitioner_schedule_change&status=dead", 0),
+        ("errorCode=ses_throttled&olderThan=1h", 0),
+        ("template=appointment.booking_confirmation", 1),
+        ("", 2),
+    ] {
+        let listed = admin_get(&scene, &format!("/v1/system/deliveries?{query}")).await;
+        assert_eq!(ids(&listed).len(), expected, "{query}: {}", listed.text);
+    }
+    for (query, field) in [
+        ("status=stuck", "status"),
+        ("errorCode=no%20spaces", "errorCode"),
+        ("listener=send_fax", "listener"),
+        ("olderThan=soon", "olderThan"),
+    ] {
+        let refused = admin_get(&scene, &format!("/v1/system/deliveries?{query}")).await;
+        assert_eq!((refused.status.as_u16(), refused.body["field"].as_str()), (400, Some(field)), "{query}");
+    }
+
+    // Webhook deliveries: one failed with a code, one delivered, to one endpoint.
+    let client = scene.app.db.client().await;
+    let endpoint: uuid::Uuid = client
+        .query_one(
+            "INSERT INTO webhook_endpoints (id, workspace_id, url, secret) SELECT gen_random_uuid(), \
+             workspace_id, 'https://hooks.example.com/c', 'whsec_probe' FROM events WHERE id = $1 RETURNING id",
+            &[&scene.created],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    client
+        .execute(
+            "INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type, status, \
+               last_error_code, sequence) \
+             SELECT gen_random_uuid(), $1, e.workspace_id, e.id, e.type, \
+               CASE WHEN e.id = $2 THEN 'failed' ELSE 'delivered' END, \
+               CASE WHEN e.id = $2 THEN 'http_5xx' END, CASE WHEN e.id = $2 THEN 1 ELSE 2 END \
+             FROM events e WHERE e.id = $2 OR e.type = 'patient.created' AND e.workspace_id = \
+               (SELECT workspace_id FROM events WHERE id = $2)",
+            &[&endpoint, &scene.created],
+        )
+        .await
+        .unwrap();
+    let endpoint = ulid::Ulid::from(endpoint).to_string();
+    for (query, expected) in [
+        (format!("endpointId={endpoint}"), 2),
+        ("status=failed&errorCode=http_5xx".to_owned(), 1),
+        ("errorCode=http_5xx&eventType=appointment.created".to_owned(), 1),
+        ("eventType=patient.created".to_owned(), 1),
+        (format!("eventId={}&status=failed", scene.created), 1),
+        (format!("eventId={}&status=delivered", scene.created), 0),
+    ] {
+        let listed = admin_get(&scene, &format!("/v1/webhooks/deliveries?{query}")).await;
+        assert_eq!(ids(&listed).len(), expected, "{query}: {}", listed.text);
+    }
+    for (query, field) in
+        [("status=dead", "status"), ("eventType=nope", "eventType"), ("olderThan=x", "olderThan")]
+    {
+        let refused = admin_get(&scene, &format!("/v1/webhooks/deliveries?{query}")).await;
+        assert_eq!((refused.status.as_u16(), refused.body["field"].as_str()), (400, Some(field)), "{query}");
+    }
+    // Another workspace lists none of them.
+    let other = scene.app.add_workspace().await;
+    let foreign = scene.app.call("GET", "/v1/webhooks/deliveries", Some(&other.admin), None).await;
+    assert_eq!(ids(&foreign).len(), 0);
+    let foreign = scene.app.call("GET", "/v1/system/deliveries", Some(&other.admin), None).await;
+    assert_eq!(ids(&foreign).len(), 0);
+}
+
+/// Issue 44 item 5: the overview names the workspace (id and name, for the console's header) and
+/// the attempt ceiling (the N of "attempt n of N").
+#[tokio::test]
+async fn the_overview_names_its_workspace_and_the_attempt_ceiling() {
+    let scene = Scene::new().await;
+    let overview = admin_get(&scene, "/v1/system/overview").await;
+    assert_eq!(overview.status, 200, "{}", overview.text);
+    assert_eq!(overview.body["workspace"]["id"], scene.app.workspace.id.to_string());
+    let name: String = scene
+        .app
+        .db
+        .client()
+        .await
+        .query_one("SELECT name FROM workspaces WHERE id = $1", &[&scene.app.workspace.id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(overview.body["workspace"]["name"], name);
+    assert_eq!(overview.body["outboxMaxAttempts"], 10);
 }
