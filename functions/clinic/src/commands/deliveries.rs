@@ -10,7 +10,7 @@
 //! `CLINIC_DELIVERY_POLL_MS` (default 100 ms), writing files under `<data dir>/mail` by default.
 
 use anyhow::anyhow;
-use clinic_core::delivery::{admin, DeliveryConfig, DeliveryStatus, Sender};
+use clinic_core::delivery::{DeliveryConfig, DeliveryStatus, Sender};
 use clinic_core::error::DomainError;
 use clinic_core::ids::{NotificationId, WorkspaceId};
 use clinic_core::lease::ActionKind;
@@ -95,7 +95,8 @@ async fn list(args: ListArgs) -> anyhow::Result<()> {
     let before: Option<NotificationId> = ulid_arg(args.before.as_deref(), "--before")?;
     let (pool, _cluster) = pool().await?;
     let client = pool.get().await?;
-    let items = admin::list(&client, workspace, status, before, args.limit).await?;
+    let items =
+        clinic_core::operator::listing::notifications(&client, workspace, status, before, args.limit).await?;
     let next_before = (items.len() as i64 == args.limit).then(|| items.last().map(|item| item.id)).flatten();
     print(serde_json::json!({ "items": items, "nextBefore": next_before }))
 }

@@ -304,9 +304,16 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
             let endpoint: Option<WebhookEndpointId> =
                 a.endpoint.as_deref().map(|raw| ulid(raw, "--endpoint")).transpose()?;
             let event: Option<EventId> = a.event.as_deref().map(|raw| ulid(raw, "--event")).transpose()?;
-            let items = store::list(&tx, workspace, endpoint, event, a.status.as_deref(), a.limit)
-                .await
-                .map_err(explain)?;
+            let items = clinic_core::operator::listing::webhook_deliveries(
+                &tx,
+                workspace,
+                endpoint,
+                event,
+                a.status.as_deref(),
+                a.limit,
+            )
+            .await
+            .map_err(explain)?;
             json!({ "items": items })
         }
         C::Send | C::RetryDelivery(_) | C::DiscardDelivery(_) | C::Bulk(_) => unreachable!("handled above"),

@@ -1,5 +1,5 @@
-//! Operator tooling for deliveries: the listing behind `GET /v1/system/deliveries` (admin role) and
-//! `clinic deliveries list` (CLI). Retry and discard, single and bulk, are the lease queue's operator
+//! Operator tooling for deliveries: the row the listing behind `GET /v1/system/deliveries` (admin
+//! role) and `clinic deliveries list` (CLI) answers ([`crate::operator::listing`] selects the rows). Retry and discard, single and bulk, are the lease queue's operator
 //! actions, generic over the queue ([`crate::operator::queue::Notifications`]).
 //!
 //! Which statuses each action accepts, the 409 naming why (a `sent` delivery took effect, a `stale`
@@ -13,14 +13,10 @@
 //! - Listings answer ids, names, statuses, counters, codes and times — never content.
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use ulid::Ulid;
 
-use super::DeliveryStatus;
-use crate::db::sql;
 use crate::ids::{EventId, NotificationId, WorkspaceId};
-use crate::operator::{Notifications, OperatedQueue, RowFilter};
 
 /// One delivery as operators see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -43,62 +39,30 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str = "SELECT n.id, n.workspace_id, n.event_id, n.listener, n.template, n.recipient_kind, \
-         n.recipient_id, n.channel, n.status, n.attempts, n.last_error_code, n.provider_message_id, \
-         n.available_at, n.sent_at, n.created_at \
+/// The columns of a [`DeliveryItem`] (from `notifications n`), as [`delivery_item`] reads them.
+pub const LIST_COLUMNS: &str = "SELECT n.id, n.workspace_id, n.event_id, n.listener, n.template, \
+         n.recipient_kind, n.recipient_id, n.channel, n.status, n.attempts, n.last_error_code, \
+         n.provider_message_id, n.available_at, n.sent_at, n.created_at \
      FROM notifications n";
 
-/// Up to `limit` deliveries, newest first, filtered by workspace (always over HTTP) and status,
-/// strictly older than `before` (keyset on the id).
-pub async fn list(
-    client: &impl GenericClient,
-    workspace: Option<WorkspaceId>,
-    status: Option<DeliveryStatus>,
-    before: Option<NotificationId>,
-    limit: i64,
-) -> Result<Vec<DeliveryItem>, tokio_postgres::Error> {
-    let filter = RowFilter { status: status.map(DeliveryStatus::as_str), ..RowFilter::default() };
-    list_filtered(client, workspace, &filter, before, limit).await
-}
-
-/// Up to `limit` deliveries, newest first, selected by the bulk actions' filter of this queue
-/// ([`Notifications`]: status, age or period, error code, listener, template — the same rows a bulk
-/// action with that filter would consider, in any status), strictly older than `before`.
-pub async fn list_filtered(
-    client: &impl GenericClient,
-    workspace: Option<WorkspaceId>,
-    filter: &RowFilter,
-    before: Option<NotificationId>,
-    limit: i64,
-) -> Result<Vec<DeliveryItem>, tokio_postgres::Error> {
-    let mut query = Notifications::conditions(filter, workspace, &Notifications::ACTIONS.queue.statuses());
-    if let Some(before) = before {
-        query.and("n.id < $", before);
+/// A row of [`LIST_COLUMNS`].
+pub fn delivery_item(row: &tokio_postgres::Row) -> DeliveryItem {
+    let recipient_id: uuid::Uuid = row.get(6);
+    DeliveryItem {
+        id: row.get(0),
+        workspace_id: row.get(1),
+        event_id: row.get(2),
+        listener: row.get(3),
+        template: row.get(4),
+        recipient_kind: row.get(5),
+        recipient_id: Ulid::from(recipient_id).to_string(),
+        channel: row.get(7),
+        status: row.get(8),
+        attempts: row.get(9),
+        last_error_code: row.get(10),
+        provider_message_id: row.get(11),
+        available_at: row.get(12),
+        sent_at: row.get(13),
+        created_at: row.get(14),
     }
-    let limit = query.bind(limit);
-    let statement = format!("{COLUMNS} {} ORDER BY n.id DESC LIMIT {limit}", query.where_clause());
-    let rows = sql::query(client, &statement, &query.params()).await?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let recipient_id: uuid::Uuid = row.get(6);
-            DeliveryItem {
-                id: row.get(0),
-                workspace_id: row.get(1),
-                event_id: row.get(2),
-                listener: row.get(3),
-                template: row.get(4),
-                recipient_kind: row.get(5),
-                recipient_id: Ulid::from(recipient_id).to_string(),
-                channel: row.get(7),
-                status: row.get(8),
-                attempts: row.get(9),
-                last_error_code: row.get(10),
-                provider_message_id: row.get(11),
-                available_at: row.get(12),
-                sent_at: row.get(13),
-                created_at: row.get(14),
-            }
-        })
-        .collect())
 }

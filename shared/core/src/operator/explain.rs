@@ -363,7 +363,7 @@ async fn actions(client: &impl GenericClient, e: &Envelope) -> DomainResult<Sect
 /// `webhook_deliveries`: one row per endpoint the event was sent to (ids, statuses, codes).
 async fn webhook_deliveries(client: &impl GenericClient, e: &Envelope) -> DomainResult<Section> {
     let items =
-        crate::webhooks::store::list(client, e.workspace_id, None, Some(e.id), None, MAX_ROWS).await?;
+        super::listing::webhook_deliveries(client, e.workspace_id, None, Some(e.id), None, MAX_ROWS).await?;
     let rows = items.iter().map(|item| serde_json::to_value(item).unwrap_or_default()).collect();
     Ok(section("webhook deliveries", "webhook_deliveries", rows))
 }

@@ -38,6 +38,7 @@ mod actions;
 pub mod bulk;
 pub mod explain;
 mod filter;
+pub mod listing;
 pub mod pause;
 mod query;
 pub mod queue;

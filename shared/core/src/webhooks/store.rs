@@ -13,7 +13,6 @@ use crate::ids::{ClaimToken, EventId, WebhookDeliveryId, WebhookEndpointId, Work
 use crate::lease::operator::WEBHOOK_ACTIONS;
 use crate::lease::ActionKind;
 use crate::lease::{State, WEBHOOK_DELIVERIES};
-use crate::operator::{OperatedQueue, RowFilter, WebhookDeliveries};
 
 pub use super::sequence::Sequence;
 
@@ -312,64 +311,29 @@ pub struct DeliveryItem {
     pub created_at: DateTime<Utc>,
 }
 
-const COLUMNS: &str =
+/// The columns of a [`DeliveryItem`] (from `webhook_deliveries d`), as [`delivery_item`] reads them.
+pub const LIST_COLUMNS: &str =
     "SELECT d.id, d.endpoint_id, d.sequence, d.event_id, d.event_type, d.status, d.attempts, \
        d.last_status, d.last_error_code, CASE WHEN d.status IN ('pending', 'retry') THEN d.available_at END, \
        d.delivered_at, d.created_at \
      FROM webhook_deliveries d";
 
-/// A workspace's deliveries, newest first: by endpoint, event and status when given.
-pub async fn list(
-    client: &impl GenericClient,
-    workspace: WorkspaceId,
-    endpoint: Option<WebhookEndpointId>,
-    event: Option<EventId>,
-    status: Option<&str>,
-    limit: i64,
-) -> DomainResult<Vec<DeliveryItem>> {
-    let known = status.map(|raw| WEBHOOK_ACTIONS.queue.statuses().into_iter().find(|name| *name == raw));
-    if let Some(None) = known {
-        return Ok(Vec::new()); // a status the queue does not have matches no row
+/// A row of [`LIST_COLUMNS`].
+pub fn delivery_item(row: &tokio_postgres::Row) -> DeliveryItem {
+    DeliveryItem {
+        id: row.get(0),
+        endpoint_id: row.get(1),
+        sequence: row.get(2),
+        event_id: row.get(3),
+        event_type: row.get(4),
+        status: row.get(5),
+        attempts: row.get(6),
+        last_status: row.get(7),
+        last_error_code: row.get(8),
+        next_attempt_at: row.get(9),
+        delivered_at: row.get(10),
+        created_at: row.get(11),
     }
-    let filter = RowFilter { status: known.flatten(), endpoint_id: endpoint, ..RowFilter::default() };
-    list_filtered(client, workspace, &filter, event, limit).await
-}
-
-/// A workspace's deliveries, newest first, selected by the bulk actions' filter of this queue
-/// ([`WebhookDeliveries`]: status, age or period, error code, endpoint, event type — the same rows a
-/// bulk action with that filter would consider, in any status) and by event when given.
-pub async fn list_filtered(
-    client: &impl GenericClient,
-    workspace: WorkspaceId,
-    filter: &RowFilter,
-    event: Option<EventId>,
-    limit: i64,
-) -> DomainResult<Vec<DeliveryItem>> {
-    let mut query = WebhookDeliveries::conditions(filter, Some(workspace), &WEBHOOK_ACTIONS.queue.statuses());
-    if let Some(event) = event {
-        query.and("d.event_id = $", event);
-    }
-    let limit = query.bind(limit);
-    let statement =
-        format!("{COLUMNS} {} ORDER BY d.created_at DESC, d.id DESC LIMIT {limit}", query.where_clause());
-    let rows = sql::query(client, &statement, &query.params()).await?;
-    Ok(rows
-        .iter()
-        .map(|row| DeliveryItem {
-            id: row.get(0),
-            endpoint_id: row.get(1),
-            sequence: row.get(2),
-            event_id: row.get(3),
-            event_type: row.get(4),
-            status: row.get(5),
-            attempts: row.get(6),
-            last_status: row.get(7),
-            last_error_code: row.get(8),
-            next_attempt_at: row.get(9),
-            delivered_at: row.get(10),
-            created_at: row.get(11),
-        })
-        .collect())
 }
 
 /// Retention: delivered and discarded rows (and their attempts, by cascade) whose last change is

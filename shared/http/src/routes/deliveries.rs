@@ -21,7 +21,7 @@ use crate::cursor::PageRequest;
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
-use clinic_core::delivery::admin::{self};
+
 use clinic_core::ids::NotificationId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{Notifications, OperatedQueue};
@@ -38,7 +38,14 @@ pub async fn list(
     let scope = format!("deliveries:{}:{}", caller.workspace_id, filter.scope_key());
     let before = page.after::<ulid::Ulid>(&state.api.cursor_key, &scope)?.map(NotificationId::from_ulid);
     let conn = state.pool.get().await?;
-    let items = admin::list_filtered(&conn, Some(caller.workspace_id), &filter, before, page.limit).await?;
+    let items = clinic_core::operator::listing::notifications_filtered(
+        &conn,
+        Some(caller.workspace_id),
+        &filter,
+        before,
+        page.limit,
+    )
+    .await?;
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }
 

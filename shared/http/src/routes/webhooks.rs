@@ -300,7 +300,14 @@ pub async fn deliveries(
             .ok_or_else(|| bad("limit", "must be 1 to 100"))?,
     };
     let conn = state.pool.get().await?;
-    let items = store::list_filtered(&conn, caller.workspace_id, &filter, event, limit).await?;
+    let items = clinic_core::operator::listing::webhook_deliveries_filtered(
+        &conn,
+        caller.workspace_id,
+        &filter,
+        event,
+        limit,
+    )
+    .await?;
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 
