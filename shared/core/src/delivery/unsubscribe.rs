@@ -11,10 +11,10 @@
 //!   Layout: version byte `1`, workspace (16 bytes), patient (16), kind (1), expiry (8, big-endian),
 //!   then the first 16 bytes of HMAC-SHA256 over a label and those 42 bytes; base64url without
 //!   padding (78 characters: URL-safe, no escaping needed in a path).
-//! - The signing key is derived from the configured secret with its own label, so a secret that also
-//!   serves another purpose (the local JWT secret) never shares a key with it. The current key signs
-//!   and verifies; the previous one (during a rotation) only verifies. Tags are compared in constant
-//!   time.
+//! - The tag is the service's one keyed tag ([`crate::tags`], as correlation ids): its key is derived
+//!   from the configured secret with its own label, so a secret that also serves another purpose (the
+//!   local JWT secret) never shares a key with it. The current key signs and verifies; the previous
+//!   one (during a rotation) only verifies. Tags are compared in constant time.
 //! - A token whose tag does not verify under either key is forged, whatever else it says; only a
 //!   genuine token can be expired. Verification reads no clock: the caller passes `now`.
 //! - A token, a link or a key is never logged, stored, put in an event, a row or a metric: the link
@@ -22,23 +22,17 @@
 
 use std::time::Duration;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
-use chrono::{DateTime, TimeZone, Utc};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-
 use crate::config::{bounded, var, ConfigError};
 use crate::domain::contact::MessageKind;
 use crate::ids::{PatientId, WorkspaceId};
-
-type HmacSha256 = Hmac<Sha256>;
+use crate::tags::{TagKeys, TAG_BYTES as TAG};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+use chrono::{DateTime, TimeZone, Utc};
 
 const VERSION: u8 = 1;
 /// Bytes signed: version, workspace, patient, kind, expiry.
 const SIGNED: usize = 1 + 16 + 16 + 1 + 8;
-/// Bytes of the HMAC kept (128 bits).
-const TAG: usize = 16;
 /// Characters of a token in base64url without padding.
 pub const TOKEN_CHARS: usize = 78;
 const TAG_LABEL: &[u8] = b"clinic unsubscribe token v1";
@@ -96,36 +90,9 @@ pub enum TokenError {
 }
 
 /// The keys that sign and verify tokens.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct UnsubscribeKeys {
-    current: Vec<u8>,
-    previous: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for UnsubscribeKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UnsubscribeKeys")
-            .field("previous", &self.previous.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
-}
-
-fn mac(key: &[u8]) -> HmacSha256 {
-    // HMAC accepts keys of any length.
-    <HmacSha256 as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!())
-}
-
-fn derive(secret: &[u8]) -> Vec<u8> {
-    let mut mac = mac(secret);
-    mac.update(KEY_LABEL);
-    mac.finalize().into_bytes().to_vec()
-}
-
-fn tagging(key: &[u8], signed: &[u8]) -> HmacSha256 {
-    let mut mac = mac(key);
-    mac.update(TAG_LABEL);
-    mac.update(signed);
-    mac
+    keys: TagKeys,
 }
 
 /// The least length of a configured secret.
@@ -134,7 +101,7 @@ pub const MIN_SECRET_CHARS: usize = 16;
 impl UnsubscribeKeys {
     /// Keys from the current secret and, during a rotation, the previous one.
     pub fn new(current: &[u8], previous: Option<&[u8]>) -> Self {
-        Self { current: derive(current), previous: previous.map(derive) }
+        Self { keys: TagKeys::derive(current, previous, KEY_LABEL, TAG_LABEL) }
     }
 
     /// Keys from secret texts (Secrets Manager, or the local settings), each at least
@@ -183,8 +150,8 @@ impl UnsubscribeKeys {
         bytes.extend_from_slice(&claims.patient_id.ulid().to_bytes());
         bytes.push(kind_byte(claims.kind));
         bytes.extend_from_slice(&claims.expires_at.timestamp().to_be_bytes());
-        let tag = tagging(&self.current, &bytes).finalize().into_bytes();
-        bytes.extend_from_slice(&tag[..TAG]);
+        let tag = self.keys.tag(&[&bytes]);
+        bytes.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
@@ -199,8 +166,7 @@ impl UnsubscribeKeys {
             return Err(TokenError::Malformed);
         }
         let (signed, tag) = bytes.split_at(SIGNED);
-        let genuine = |key: &[u8]| tagging(key, signed).verify_truncated_left(tag).is_ok();
-        if !(genuine(&self.current) || self.previous.as_deref().is_some_and(genuine)) {
+        if !self.keys.verify(&[signed], tag) {
             return Err(TokenError::Forged);
         }
         let ulid = |range: std::ops::Range<usize>| {
@@ -372,9 +338,13 @@ mod tests {
         assert!(after.verify(&token, now).is_ok(), "a link in an email sent before the rotation");
         let fresh = after.issue(&claims(now));
         assert_eq!(before.verify(&fresh, now), Err(TokenError::Forged), "the new key signs");
-        // The key is derived: the same secret used for another purpose signs differently.
-        let raw = mac(b"unsubscribe-old-0123");
-        assert_ne!(raw.finalize().into_bytes().to_vec(), before.current);
+        // The key is derived for this use: the same secret tagging correlation ids differs.
+        let correlation =
+            TagKeys::derive(b"unsubscribe-old-0123", None, b"clinic correlation key v1", TAG_LABEL);
+        assert!(!correlation.verify(
+            &[&URL_SAFE_NO_PAD.decode(&token).unwrap()[..SIGNED]],
+            &URL_SAFE_NO_PAD.decode(&token).unwrap()[SIGNED..]
+        ));
         assert!(!format!("{after:?}").contains("unsubscribe"));
     }
 
