@@ -96,10 +96,13 @@ UNSTATABLE = {
 # On every operation that takes them:
 # - a cursor is sealed by the server (opaque; a fuzzer cannot mint one, so any it makes up answers 400);
 # - an Idempotency-Key is bound to the first request that used it: the fuzzer reuses short keys with
-#   other bodies, which the API must refuse (422) rather than replay a different request's answer.
+#   other bodies, which the API must refuse (422) rather than replay a different request's answer;
+# - an unsubscribe token is signed by the server, like a cursor.
 EVERYWHERE = [
     ("cursor", ("cursor: is not a cursor this server issued",), "server-issued"),
     ("Idempotency-Key", ("This Idempotency-Key was used with a different request.",), "bound to its first use"),
+    # An unsubscribe token is signed by the server (docs/delivery.md): a fuzzer cannot mint one.
+    ("token", ("token: is not a token this service issued", "token: is not an unsubscribe token"), "server-signed"),
 ]
 
 

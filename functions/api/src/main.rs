@@ -24,10 +24,18 @@ async fn main() -> Result<(), lambda_http::Error> {
     // encrypt with it), and an older keyring only where one is still configured.
     let webhook = WebhookKeySources::from_env();
     let shared = StartupSecrets::read_with(&secrets, &database, &webhook);
-    let (cursor, correlation, shared) = tokio::try_join!(secrets.read(&arns.cursor), correlation, shared)?;
+    // The key that verifies one-click unsubscribe links (its previous version too).
+    let unsubscribe = async {
+        match &arns.unsubscribe {
+            Some(arn) => secrets.read_versions(arn).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (cursor, correlation, shared, unsubscribe) =
+        tokio::try_join!(secrets.read(&arns.cursor), correlation, shared, unsubscribe)?;
     // Connections open lazily on the first request, so init stays small.
     let pool = shared.connect_pool(&database)?;
-    let keys = LambdaKeys { cursor, correlation, webhook: shared.webhook_key };
+    let keys = LambdaKeys { cursor, correlation, webhook: shared.webhook_key, unsubscribe };
     let state = AppState { pool, api: ApiConfig::lambda_from_env(keys)? };
     let app = clinic_api::app(state);
     // Spans are exported before the invocation returns (a frozen container exports nothing).

@@ -32,7 +32,12 @@ async fn main() -> Result<(), lambda_runtime::Error> {
     let mut housekeeping = Housekeeping::from_env()?;
     // The `deliver` mode (docs/delivery.md): only where CLINIC_NOTIFIER names the providers.
     if clinic_core::config::var("CLINIC_NOTIFIER").is_some() {
-        let delivery = clinic_core::delivery::DeliveryConfig::from_env("ses,sns")?;
+        let mut delivery = clinic_core::delivery::DeliveryConfig::from_env("ses,sns")?;
+        // The one-click unsubscribe links of emails (docs/delivery.md): the key by ARN, the public
+        // base URL from CLINIC_PUBLIC_BASE_URL.
+        let arn = clinic_core::config::var(clinic_core::delivery::unsubscribe::KEY_SECRET_ARN_VAR);
+        let keys = clinic_secrets::unsubscribe_keys_at(arn.as_deref(), aws_endpoint.as_deref()).await?;
+        delivery.unsubscribe = clinic_core::delivery::unsubscribe::UnsubscribeLinks::from_env(keys, None)?;
         let providers = clinic_notify_aws::providers(&delivery, aws_endpoint.as_deref()).await;
         let pool = dispatcher.pool().clone();
         housekeeping.delivery = Some(clinic_core::delivery::Sender::new(pool, providers, delivery));

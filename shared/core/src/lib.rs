@@ -23,6 +23,7 @@ pub mod operator;
 pub mod outbox;
 pub mod patients;
 pub mod practitioners;
+pub mod tags;
 pub mod telemetry;
 pub mod webhooks;
 pub mod workspaces;

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use clinic_core::config::{bounded, required, var, ConfigError};
+use clinic_core::delivery::unsubscribe::KEY_SECRET_ARN_VAR as UNSUBSCRIBE_KEY_SECRET_ARN;
 
 /// How the API learns who is calling.
 #[derive(Clone)]
@@ -50,6 +51,11 @@ pub struct ApiConfig {
     /// `clinic_core::webhooks::secret_box`). `None` (a Lambda without the setting): creating or
     /// rotating an endpoint answers 409, nothing is stored.
     pub webhook_key: Option<clinic_core::webhooks::secret_box::WebhookKey>,
+    /// Verifies the one-click unsubscribe tokens of emails (`POST /v1/unsubscribe/{token}`): in
+    /// Lambda the secret of `CLINIC_UNSUBSCRIBE_KEY_SECRET_ARN` (its previous version still verifies);
+    /// locally `CLINIC_UNSUBSCRIBE_KEY`, else derived from the JWT secret. `None`: every token is
+    /// refused.
+    pub unsubscribe: Option<clinic_core::delivery::unsubscribe::UnsubscribeKeys>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -70,6 +76,9 @@ pub struct KeyArns {
     /// `CLINIC_CORRELATION_KEY_SECRET_ARN`: the correlation key (its previous version is still
     /// accepted after a rotation); unset → derived from the cursor key.
     pub correlation: Option<String>,
+    /// `CLINIC_UNSUBSCRIBE_KEY_SECRET_ARN`: the one-click unsubscribe key (its previous version is
+    /// still accepted after a rotation); unset → unsubscribe links are refused.
+    pub unsubscribe: Option<String>,
 }
 
 impl KeyArns {
@@ -77,6 +86,7 @@ impl KeyArns {
         Ok(Self {
             cursor: required("CLINIC_CURSOR_KEY_SECRET_ARN")?,
             correlation: var("CLINIC_CORRELATION_KEY_SECRET_ARN"),
+            unsubscribe: var(UNSUBSCRIBE_KEY_SECRET_ARN),
         })
     }
 }
@@ -87,6 +97,8 @@ pub struct LambdaKeys {
     /// The correlation key's current and previous versions.
     pub correlation: Option<(String, Option<String>)>,
     pub webhook: Option<clinic_core::webhooks::secret_box::WebhookKey>,
+    /// The unsubscribe key's current and previous versions.
+    pub unsubscribe: Option<(String, Option<String>)>,
 }
 
 impl ApiConfig {
@@ -103,6 +115,16 @@ impl ApiConfig {
             }
             None => crate::correlation::CorrelationKeys::new(&cursor_key, None),
         };
+        let unsubscribe = keys
+            .unsubscribe
+            .map(|(current, previous)| {
+                clinic_core::delivery::unsubscribe::UnsubscribeKeys::from_secrets(
+                    UNSUBSCRIBE_KEY_SECRET_ARN,
+                    &current,
+                    previous.as_deref(),
+                )
+            })
+            .transpose()?;
         Ok(Self {
             auth: AuthConfig::ApiGatewayClaims,
             correlation,
@@ -112,6 +134,7 @@ impl ApiConfig {
             webhook_egress: clinic_core::webhooks::guard::Egress::default(),
             workspaces: Default::default(),
             webhook_key: keys.webhook,
+            unsubscribe,
         })
     }
 
@@ -128,6 +151,8 @@ impl ApiConfig {
         let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
         let correlation = correlation_keys(&cursor_key)?;
         let webhook_egress = clinic_core::webhooks::WebhookConfig::from_env(true)?.egress;
+        let unsubscribe =
+            clinic_core::delivery::unsubscribe::UnsubscribeKeys::local_from_env(jwt_secret.as_bytes())?;
         Ok(Self {
             auth,
             cursor_key,
@@ -137,6 +162,7 @@ impl ApiConfig {
             webhook_egress,
             workspaces: Default::default(),
             webhook_key: Some(webhook_key),
+            unsubscribe: Some(unsubscribe),
         })
     }
 }
@@ -188,6 +214,7 @@ mod tests {
             cursor: "cursor-key-from-the-secret-0123".into(),
             correlation: correlation.map(|(current, previous)| (current.into(), previous.map(Into::into))),
             webhook: None,
+            unsubscribe: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //! - The `X-Correlation-Id` the API answers is `<ULID>.<tag>`: the ULID is the correlation id stored
 //!   in events (`correlationId`); the tag is the first 16 bytes of HMAC-SHA256 over a version label,
 //!   the caller's workspace (or "no workspace" for unauthenticated requests) and the ULID, under a key
-//!   derived from the configured secret, in base64url without padding (22 characters).
+//!   derived from the configured secret, in base64url without padding (22 characters) — the keyed
+//!   tags of [`clinic_core::tags`], shared with the email unsubscribe tokens.
 //! - A request's correlation id is the one in its `X-Correlation-Id` only when that header is a tag
 //!   this server issued for the caller's own workspace (checked in constant time, under the current key
 //!   or the previous one during a rotation). Anything else — a bare ULID or UUID, another workspace's
@@ -15,15 +16,9 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 
 use clinic_core::ids::{CorrelationId, WorkspaceId};
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// Bytes of the HMAC kept in a tag (128 bits: forging one is a 2^128 guess per try).
-const TAG_BYTES: usize = 16;
+use clinic_core::tags::{TagKeys, TAG_BYTES};
 /// Characters of a tag in base64url without padding.
 const TAG_CHARS: usize = 22;
 /// The longest header looked at: a ULID, a dot and a tag.
@@ -34,18 +29,9 @@ const KEY_LABEL: &[u8] = b"clinic correlation key v1";
 /// The keys that tag correlation ids: the current one issues and verifies; the previous one (during a
 /// rotation) only verifies. Each is derived from its configured secret, so the same secret can also
 /// serve another purpose (the cursor key) without the two uses sharing a key.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CorrelationKeys {
-    current: Vec<u8>,
-    previous: Option<Vec<u8>>,
-}
-
-impl std::fmt::Debug for CorrelationKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CorrelationKeys")
-            .field("previous", &self.previous.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
+    keys: TagKeys,
 }
 
 /// How a request's correlation id was decided.
@@ -61,41 +47,25 @@ pub struct Correlation {
     pub client: Option<String>,
 }
 
-fn derive(secret: &[u8]) -> Vec<u8> {
-    let mut mac = mac(secret);
-    mac.update(KEY_LABEL);
-    mac.finalize().into_bytes().to_vec()
-}
-
-fn mac(key: &[u8]) -> HmacSha256 {
-    // HMAC accepts keys of any length.
-    <HmacSha256 as Mac>::new_from_slice(key).unwrap_or_else(|_| unreachable!())
-}
-
-fn tagging(key: &[u8], workspace: Option<WorkspaceId>, id: CorrelationId) -> HmacSha256 {
-    let mut mac = mac(key);
-    mac.update(TAG_LABEL);
+/// The parts a tag covers: the caller's workspace (or "no workspace") and the id.
+fn tagged<R>(workspace: Option<WorkspaceId>, id: CorrelationId, with: impl FnOnce(&[&[u8]]) -> R) -> R {
+    let id = id.ulid().to_bytes();
     match workspace {
-        Some(workspace) => {
-            mac.update(b"w");
-            mac.update(&workspace.ulid().to_bytes());
-        }
-        None => mac.update(b"-"),
+        Some(workspace) => with(&[b"w", &workspace.ulid().to_bytes(), &id]),
+        None => with(&[b"-", &id]),
     }
-    mac.update(&id.ulid().to_bytes());
-    mac
 }
 
 impl CorrelationKeys {
     /// Keys from the current secret and, during a rotation, the previous one.
     pub fn new(current: &[u8], previous: Option<&[u8]>) -> Self {
-        Self { current: derive(current), previous: previous.map(derive) }
+        Self { keys: TagKeys::derive(current, previous, KEY_LABEL, TAG_LABEL) }
     }
 
     /// `id` tagged for `workspace` with the current key: the header value to answer.
     pub fn issue(&self, workspace: Option<WorkspaceId>, id: CorrelationId) -> String {
-        let tag = tagging(&self.current, workspace, id).finalize().into_bytes();
-        format!("{id}.{}", URL_SAFE_NO_PAD.encode(&tag[..TAG_BYTES]))
+        let tag = tagged(workspace, id, |parts| self.keys.tag(parts));
+        format!("{id}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
     /// The correlation id in `header` when it is a tag this server issued for `workspace`.
@@ -109,8 +79,7 @@ impl CorrelationKeys {
         if tag.len() != TAG_BYTES {
             return None;
         }
-        let matches = |key: &[u8]| tagging(key, workspace, id).verify_truncated_left(&tag).is_ok();
-        (matches(&self.current) || self.previous.as_deref().is_some_and(matches)).then_some(id)
+        tagged(workspace, id, |parts| self.keys.verify(parts, &tag)).then_some(id)
     }
 
     /// Decides the correlation id of a request from the caller's workspace and its header, if any.
@@ -164,6 +133,16 @@ mod tests {
         for junk in ["", ".", &id.to_string(), &format!("{id}."), &format!("{issued}x"), "<script>"] {
             assert_eq!(keys.verify(Some(ours), junk), None, "{junk:?}");
         }
+    }
+
+    /// Ids issued by a running build must verify after an upgrade: the tag's bytes are fixed.
+    #[test]
+    fn a_tag_is_stable_across_builds() {
+        let keys = CorrelationKeys::new(b"secret-one-0123456789", None);
+        let workspace: WorkspaceId = "01J00000000000000000000000".parse().unwrap();
+        let id: CorrelationId = "01J11111111111111111111111".parse().unwrap();
+        assert_eq!(keys.issue(Some(workspace), id), "01J11111111111111111111111.riO5xDrBsVfPuaXbh5Grww");
+        assert_eq!(keys.issue(None, id), "01J11111111111111111111111.z4qE6cepumqEObCgIifx2A");
     }
 
     #[test]

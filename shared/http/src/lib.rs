@@ -108,6 +108,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/webhooks/endpoints/{id}/recover"),
     ("get", "/v1/webhooks/endpoints/{id}/events"),
     ("get", "/v1/webhooks/deliveries"),
+    ("get", "/v1/unsubscribe/{token}"),
+    ("post", "/v1/unsubscribe/{token}"),
 ];
 
 /// The OpenAPI document served at `/openapi.json`.
@@ -117,7 +119,7 @@ pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 pub fn router(state: AppState) -> Router {
     use routes::{
         appointments, console, contract, deliveries, health, lists, notifications, outbox, patients,
-        practitioners, recovery, timelines, webhooks,
+        practitioners, recovery, timelines, unsubscribe, webhooks,
     };
     Router::new()
         .route("/healthz", get(health::healthz))
@@ -179,6 +181,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/webhooks/endpoints/{id}/recover", post(webhooks::recover))
         .route("/v1/webhooks/endpoints/{id}/events", get(webhooks::replay))
         .route("/v1/webhooks/deliveries", get(webhooks::deliveries))
+        .route("/v1/unsubscribe/{token}", get(unsubscribe::confirm_page).post(unsubscribe::one_click))
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))

@@ -8,7 +8,9 @@
 //! - Errors become stable codes (`provider_throttled`, `provider_unreachable`, `provider_rejected`, …)
 //!   with a retryable flag; the SDK's error text (which may echo a request value) is never kept.
 //! - SES gets the rendered email as raw RFC 5322 content, so the `X-Clinic-Idempotency-Key` header
-//!   (`"{event_id}:{listener}"`) travels with it; SNS `Publish` to a phone number takes no
+//!   (`"{event_id}:{listener}"`) and, on emails of optional kinds, RFC 8058's `List-Unsubscribe` and
+//!   `List-Unsubscribe-Post` travel with it exactly as the file provider writes them (one rendering,
+//!   `OutgoingMessage::to_eml`, rather than Simple content's separate header list); SNS `Publish` to a phone number takes no
 //!   idempotency key, so a resend after an `uncertain` crash can reach the phone twice (documented in
 //!   docs/delivery.md).
 

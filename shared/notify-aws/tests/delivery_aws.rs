@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use aws_lambda_events::event::sqs::SqsEvent;
+use clinic_core::delivery::unsubscribe::{UnsubscribeKeys, UnsubscribeLinks};
 use clinic_core::delivery::{
     Accepted, DeliveryConfig, NotifierKind, OutgoingMessage, Provider, ProviderError, Providers, Sender,
     UncertainPolicy,
@@ -62,8 +63,17 @@ fn config(uncertain: UncertainPolicy) -> DeliveryConfig {
     config.backoff.base = Duration::from_millis(200);
     config.backoff.cap = Duration::from_secs(1);
     config.uncertain = uncertain;
+    // One-click unsubscribe links, signed as the test API verifies them (TestApp's local keys).
+    config.unsubscribe = Some(UnsubscribeLinks {
+        base_url: BASE.into(),
+        keys: UnsubscribeKeys::new(clinic_testkit::app::TEST_SECRET.as_bytes(), None),
+        ttl: Duration::from_secs(60 * 86_400),
+    });
     config
 }
+
+/// The public base URL of the unsubscribe links in these tests.
+const BASE: &str = "https://api.clinic.test";
 
 /// Everything a test plants: unique personal values, a booked appointment, its event.
 struct Scene {
@@ -149,7 +159,11 @@ impl Scene {
 
     /// Raw emails moto accepted for the planted address.
     async fn emails(&self) -> Vec<String> {
-        let email = self.email.clone().unwrap();
+        self.emails_to(&self.email.clone().unwrap()).await
+    }
+
+    /// Raw emails moto accepted for `email`.
+    async fn emails_to(&self, email: &str) -> Vec<String> {
         moto_data(&self.endpoint).await["ses"]["RawMessage"]
             .as_array()
             .cloned()
@@ -532,4 +546,118 @@ async fn the_listener_lambda_sends_at_once_and_a_duplicate_message_sends_nothing
     assert_eq!(sender.send_due(5).await.unwrap().claimed, 0);
     assert_eq!(scene.emails().await.len(), 1);
     assert_eq!(scene.app.count("SELECT 1 FROM notifications").await, 1);
+}
+
+/// The value of header `name` in a raw email (RFC 5322, unfolded lines), if present.
+fn header<'a>(raw: &'a str, name: &str) -> Option<&'a str> {
+    let (head, _) = raw.split_once("\r\n\r\n")?;
+    head.split("\r\n").find_map(|line| line.strip_prefix(name)?.strip_prefix(": "))
+}
+
+/// RFC 8058 through SES v2, read back from moto's store of sent messages: an email of a kind the
+/// patient may opt out of carries `List-Unsubscribe: <https://…/v1/unsubscribe/{token}>` and
+/// `List-Unsubscribe-Post: List-Unsubscribe=One-Click`; a practitioner's notice (no patient kind)
+/// carries neither. POSTing the one-click body to the link opts out of exactly that kind: the next
+/// booking confirmation ends `suppressed` (`opted_out`) and never reaches SES, while a cancellation
+/// notice (another kind) is still sent. The token is in no log line and no pipeline table.
+#[tokio::test]
+async fn an_optional_email_carries_one_click_headers_and_its_link_opts_out_of_exactly_that_kind() {
+    let logs = clinic_testkit::capture_logs();
+    let Some(scene) = Scene::new(true, false).await else { return };
+    let sender = scene.sender(config(UncertainPolicy::Resend)).await;
+    let practitioner_email = format!("doc-{}", scene.email.as_deref().unwrap());
+    let conn = scene.app.db.client().await;
+    conn.execute("UPDATE practitioners SET email = $1", &[&practitioner_email]).await.unwrap();
+    scene.run_listener(Listener::PatientBookingConfirmation).await;
+    scene.run_listener(Listener::PractitionerScheduleChange).await;
+    assert_eq!(sender.send_due(10).await.unwrap().sent, 2);
+
+    let emails = scene.emails().await;
+    assert_eq!(emails.len(), 1);
+    let link = header(&emails[0], "List-Unsubscribe").expect("List-Unsubscribe on a booking confirmation");
+    assert_eq!(header(&emails[0], "List-Unsubscribe-Post"), Some("List-Unsubscribe=One-Click"));
+    let url = link.strip_prefix('<').and_then(|l| l.strip_suffix('>')).expect("<https://…>");
+    let path = url.strip_prefix(BASE).expect("under the public base URL");
+    assert!(path.starts_with("/v1/unsubscribe/"), "{url}");
+    let token = path.trim_start_matches("/v1/unsubscribe/").to_owned();
+    for value in scene.planted() {
+        assert!(!token.contains(&value) && !url.contains(&value), "no personal data in the link");
+    }
+    let to_practitioner = scene.emails_to(&practitioner_email).await;
+    assert_eq!(to_practitioner.len(), 1);
+    assert_eq!(header(&to_practitioner[0], "List-Unsubscribe"), None, "not a kind a patient opts out of");
+    assert_eq!(header(&to_practitioner[0], "List-Unsubscribe-Post"), None);
+
+    let app = &scene.app;
+    assert_eq!(app.call("GET", path, None, None).await.status, 200);
+    let clicked = app.post_form(path, "List-Unsubscribe=One-Click").await;
+    assert_eq!(clicked.status, 200, "{}", clicked.text);
+
+    // A later booking confirmation: suppressed, never sent.
+    let staff = app.workspace.staff.clone();
+    let patient_id = conn.query_one("SELECT id::text FROM patients", &[]).await.unwrap().get::<_, String>(0);
+    let patient = json!({"id": ulid::Ulid::from(uuid::Uuid::parse_str(&patient_id).unwrap()).to_string()});
+    let practitioner_id: uuid::Uuid =
+        conn.query_one("SELECT id FROM practitioners", &[]).await.unwrap().get(0);
+    let practitioner = json!({"id": ulid::Ulid::from(practitioner_id).to_string()});
+    let later =
+        app.book(&staff, &patient, &practitioner, "2027-01-13T13:30:00Z", "2027-01-13T14:00:00Z").await;
+    let later_id: ulid::Ulid = later["id"].as_str().unwrap().parse().unwrap();
+    let row = conn
+        .query_one(
+            "SELECT id FROM events WHERE type = 'appointment.created' AND resource_id = $1",
+            &[&uuid::Uuid::from(later_id)],
+        )
+        .await
+        .unwrap();
+    let created = clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap();
+    let pool = &app.state.pool;
+    listeners::run(pool, Listener::PatientBookingConfirmation, &created).await.unwrap();
+    let report = sender.send_due(10).await.unwrap();
+    assert_eq!((report.suppressed, report.sent), (1, 0), "{report:?}");
+    let suppressed = conn
+        .query_one("SELECT status, last_error_code FROM notifications WHERE event_id = $1", &[&created.id])
+        .await
+        .unwrap();
+    assert_eq!(
+        (suppressed.get::<_, String>(0), suppressed.get::<_, Option<String>>(1)),
+        ("suppressed".to_owned(), Some("opted_out".to_owned()))
+    );
+    assert_eq!(scene.emails().await.len(), 1, "nothing more reached SES");
+
+    // Another kind is still sent: cancelling the first appointment sends its notice, with its own link.
+    let first = scene.event.resource_id.to_string();
+    let cancel =
+        app.call("POST", &format!("/v1/appointments/{first}/cancel"), Some(&staff), Some(json!({}))).await;
+    assert_eq!(cancel.status, 200, "{}", cancel.text);
+    let row = conn
+        .query_one(
+            "SELECT id FROM events WHERE type = 'appointment.cancelled' AND resource_id = $1",
+            &[&uuid::Uuid::from(scene.event.resource_id)],
+        )
+        .await
+        .unwrap();
+    let cancelled = clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap();
+    listeners::run(pool, Listener::PatientCancellationNotice, &cancelled).await.unwrap();
+    assert_eq!(sender.send_due(10).await.unwrap().sent, 1);
+    let emails = scene.emails().await;
+    assert_eq!(emails.len(), 2);
+    let notice = emails.iter().find(|email| email.contains("appointment.cancellation_notice")).unwrap();
+    let notice_link =
+        header(notice, "List-Unsubscribe").expect("a change notice is a kind a patient may opt out of");
+    assert_ne!(notice_link, link);
+
+    // The token is in no log line or span and no pipeline table.
+    let mut stored = String::new();
+    for table in ["events", "event_outbox", "notifications", "listener_receipts", "patient_disclosures"] {
+        let dump: String = conn
+            .query_one(&format!("SELECT coalesce(string_agg(t::text, ' '), '') FROM {table} t"), &[])
+            .await
+            .unwrap()
+            .get(0);
+        stored.push_str(&dump);
+    }
+    let logged = logs.text();
+    assert!(!logged.contains(&token) && !logged.contains(&token[..24]), "the token was logged");
+    assert!(!stored.contains(&token), "the token was stored");
 }

@@ -8,7 +8,8 @@
 //!   refuses the password (a rotation needs no restart).
 //! - [`Secrets::read`]: one secret string by ARN (the cursor and correlation keys).
 //! - [`Secrets::read_versions`]: the `AWSCURRENT` and `AWSPREVIOUS` versions of a secret: the
-//!   correlation key (the previous one is still accepted) and the webhook sealing keyring
+//!   correlation key and the one-click unsubscribe key ([`unsubscribe_keys`]; the previous one is
+//!   still accepted) and the webhook sealing keyring
 //!   ([`webhook_key`]: the previous key still opens values sealed before a rotation).
 //!
 //! Invariants:
@@ -24,6 +25,7 @@ use aws_sdk_secretsmanager::error::ProvideErrorMetadata;
 use clinic_core::config::{DatabaseConfig, DbAuth};
 use clinic_core::db::login::{BoxFuture, Login, LoginError, LoginSource};
 use clinic_core::db::DbLogin;
+use clinic_core::delivery::unsubscribe::UnsubscribeKeys;
 use clinic_core::webhooks::secret_box::WebhookKey;
 
 pub mod iam;
@@ -175,6 +177,26 @@ pub async fn webhook_key(secrets: &Secrets, arn: &str) -> Result<WebhookKey, Sec
     let (current, previous) = secrets.read_versions(arn).await?;
     WebhookKey::from_secret_text(&current, previous.as_deref())
         .map_err(|_| SecretError::Invalid { arn: arn.to_owned(), message: "is not a usable webhook key" })
+}
+
+/// The one-click unsubscribe keys of `arn`: its current version signs and verifies, its previous one
+/// (after a rotation) still verifies the links of emails sent before it.
+pub async fn unsubscribe_keys(secrets: &Secrets, arn: &str) -> Result<UnsubscribeKeys, SecretError> {
+    let (current, previous) = secrets.read_versions(arn).await?;
+    UnsubscribeKeys::from_secrets("CLINIC_UNSUBSCRIBE_KEY_SECRET_ARN", &current, previous.as_deref())
+        .map_err(|_| SecretError::Invalid { arn: arn.to_owned(), message: "must be at least 16 characters" })
+}
+
+/// The unsubscribe keys of `arn` when one is configured (a sender's start-up), read through a
+/// client of its own; `None` without one.
+pub async fn unsubscribe_keys_at(
+    arn: Option<&str>,
+    endpoint: Option<&str>,
+) -> Result<Option<UnsubscribeKeys>, SecretError> {
+    match arn {
+        Some(arn) => unsubscribe_keys(&Secrets::connect(endpoint).await, arn).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 /// The database login as `auth` says: an IAM token per connection, or the secret's login (read

@@ -187,6 +187,53 @@ async fn a_secret_is_read_by_arn_with_its_previous_version() {
     assert!(missing.to_string().contains("ResourceNotFoundException"), "{missing}");
 }
 
+/// The one-click unsubscribe key read by ARN (issue 40): a link signed before a rotation (a new
+/// secret version) still verifies with the keys read after it, new links are signed with the new
+/// version, and a secret too short to be a key is refused naming its ARN, never its value.
+#[tokio::test]
+async fn the_unsubscribe_key_is_read_by_arn_and_its_previous_version_still_verifies() {
+    use clinic_core::delivery::unsubscribe::{Claims, TokenError};
+    let Some(endpoint) = emulator() else {
+        eprintln!("!!! SKIPPING SECRETS TEST: no Secrets Manager emulator (set CLINIC_TEST_AWS_ENDPOINT)");
+        return;
+    };
+    let secrets = secrets(&endpoint).await;
+    let created = secrets
+        .client()
+        .create_secret()
+        .name(format!("clinic-unsubscribe-{}", tag()))
+        .secret_string("unsubscribe-key-one-0123456789")
+        .send()
+        .await
+        .unwrap();
+    let arn = created.arn.unwrap();
+    let now = chrono::Utc::now();
+    let claims = Claims {
+        workspace_id: clinic_core::ids::WorkspaceId::generate(),
+        patient_id: clinic_core::ids::PatientId::generate(),
+        kind: clinic_core::domain::contact::MessageKind::Reminder,
+        expires_at: chrono::DateTime::from_timestamp(now.timestamp() + 3600, 0).unwrap(),
+    };
+    let before = clinic_secrets::unsubscribe_keys(&secrets, &arn).await.unwrap();
+    let old_link = before.issue(&claims);
+    secrets
+        .client()
+        .put_secret_value()
+        .secret_id(&arn)
+        .secret_string("unsubscribe-key-two-0123456789")
+        .send()
+        .await
+        .unwrap();
+    let after = clinic_secrets::unsubscribe_keys_at(Some(&arn), Some(&endpoint)).await.unwrap().unwrap();
+    assert_eq!(after.verify(&old_link, now), Ok(claims), "a link sent before the rotation");
+    assert_eq!(before.verify(&after.issue(&claims), now), Err(TokenError::Forged), "the new version signs");
+    assert!(clinic_secrets::unsubscribe_keys_at(None, Some(&endpoint)).await.unwrap().is_none());
+
+    secrets.client().put_secret_value().secret_id(&arn).secret_string("short").send().await.unwrap();
+    let refused = clinic_secrets::unsubscribe_keys(&secrets, &arn).await.unwrap_err().to_string();
+    assert!(refused.contains(&arn) && !refused.contains("short"), "{refused}");
+}
+
 /// Issue 39 item 3 (the sealing key): the stack's generated secret is the keyring; after a rotation
 /// (a new secret version) the previous key still opens every row, and the sender's re-seal moves the
 /// rows to the new key in bounded batches, after which the new key alone opens them.

@@ -80,7 +80,10 @@ const LISTENER_BLOCK: &str = include_str!("template_listener.yaml");
 
 fn listener_block(listener: Listener) -> String {
     let notifier = if sends_notifications(listener) {
-        "          CLINIC_NOTIFIER: ses,sns # fast path: send right after the commit\n"
+        concat!(
+            "          CLINIC_NOTIFIER: ses,sns # fast path: send right after the commit\n",
+            "          CLINIC_PUBLIC_BASE_URL: !If [HasPublicBaseUrl, !Ref PublicBaseUrl, !Sub \"https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}\"]\n",
+        )
     } else {
         ""
     };

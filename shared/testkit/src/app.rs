@@ -112,6 +112,18 @@ impl TestApp {
         self.call_with(method, path, token, body, &[]).await
     }
 
+    /// POSTs a form (`application/x-www-form-urlencoded`) with no token: an email's one-click
+    /// unsubscribe (RFC 8058).
+    pub async fn post_form(&self, path: &str, form: &str) -> TestResponse {
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(path)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(Body::from(form.to_owned()))
+            .expect("request");
+        self.send(request).await
+    }
+
     /// Like [`TestApp::call`], with extra headers.
     pub async fn call_with(
         &self,

@@ -41,6 +41,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             webhook_egress: Default::default(),
             workspaces: Default::default(),
             webhook_key: Some(clinic_testkit::webhook_key()),
+            unsubscribe: None,
         },
     }
 }

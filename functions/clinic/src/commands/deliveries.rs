@@ -130,12 +130,19 @@ pub async fn act<Q: OperatedQueue>(action: ActionKind, args: ActionArgs) -> anyh
     print(serde_json::to_value(record)?)
 }
 
-/// The sender with `clinic dev`'s defaults: files under `<data dir>/mail` unless configured.
-pub async fn sender(pool: Pool) -> anyhow::Result<Sender> {
+/// The sender with `clinic dev`'s defaults: files under `<data dir>/mail` unless configured; emails'
+/// one-click unsubscribe links point at `CLINIC_PUBLIC_BASE_URL`, else at `base` (`clinic dev`'s own
+/// address; `clinic deliveries send`: `http://127.0.0.1:<CLINIC_PORT, 3000>`), signed with the local
+/// key (`CLINIC_UNSUBSCRIBE_KEY`, else derived from the JWT secret, as the API verifies).
+pub async fn sender(pool: Pool, base: &str) -> anyhow::Result<Sender> {
     let mut config = DeliveryConfig::from_env("file")?;
     if clinic_core::config::var("CLINIC_DELIVERY_DIR").is_none() {
         config.file_dir = crate::settings::data_dir().join("mail");
     }
+    let secret = crate::settings::jwt_secret()?;
+    let keys = clinic_core::delivery::unsubscribe::UnsubscribeKeys::local_from_env(secret.as_bytes())?;
+    config.unsubscribe =
+        clinic_core::delivery::unsubscribe::UnsubscribeLinks::from_env(Some(keys), Some(base))?;
     let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
     let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
     Ok(Sender::new(pool, providers, config))
@@ -143,7 +150,8 @@ pub async fn sender(pool: Pool) -> anyhow::Result<Sender> {
 
 async fn send() -> anyhow::Result<()> {
     let (pool, _cluster) = pool().await?;
-    let report = sender(pool).await?.send_due(1000).await?;
+    let port = clinic_core::config::parsed("CLINIC_PORT", 3000u16)?;
+    let report = sender(pool, &format!("http://127.0.0.1:{port}")).await?.send_due(1000).await?;
     print(serde_json::to_value(report)?)
 }
 

@@ -111,7 +111,7 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
     clinic_core::contract::serve_schemas_at(&format!("http://{reached}"));
 
     // One delivery sender: the listeners' fast path and the loop that sends what it left.
-    let sender = crate::commands::deliveries::sender(pool.clone()).await?;
+    let sender = crate::commands::deliveries::sender(pool.clone(), &format!("http://{reached}")).await?;
     let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone(), Some(sender.clone())).await?;
     let sender = crate::commands::deliveries::spawn(sender);
 

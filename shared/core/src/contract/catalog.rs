@@ -31,7 +31,12 @@ pub const fn emitted_by(event_type: EventType) -> Emission {
     }
     match event_type {
         EventType::PatientCreated => route("patients::create", "post", "/v1/patients"),
-        EventType::PatientUpdated => route("patients::update", "patch", "/v1/patients/{id}"),
+        EventType::PatientUpdated => Emission {
+            also: "`patients::record_opt_out` (actor `patient`, `changedFields` `contactChannels` or \
+                   `contactOptOuts`): an SMS STOP the provider reports to the sender, and an email's \
+                   one-click unsubscribe, `POST /v1/unsubscribe/{token}`",
+            ..route("patients::update", "patch", "/v1/patients/{id}")
+        },
         EventType::PatientDeleted => route("patients::delete", "delete", "/v1/patients/{id}"),
         EventType::PractitionerCreated => route("practitioners::create", "post", "/v1/practitioners"),
         EventType::PractitionerUpdated => route("practitioners::update", "patch", "/v1/practitioners/{id}"),

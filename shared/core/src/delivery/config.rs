@@ -106,6 +106,10 @@ pub struct DeliveryConfig {
     /// How a claim orders due rows: fair (always, in a deployment); oldest-first only for the
     /// bench's comparison (not read from the environment).
     pub claim_order: crate::lease::sql::ClaimOrder,
+    /// Makes the one-click unsubscribe link of emails of optional kinds (RFC 8058); `None`: emails
+    /// carry no link (no public base URL or no key is configured). Set by the `main`, which reads the
+    /// key ([`super::unsubscribe::UnsubscribeLinks::from_env`]).
+    pub unsubscribe: Option<super::unsubscribe::UnsubscribeLinks>,
 }
 
 impl DeliveryConfig {
@@ -137,6 +141,7 @@ impl DeliveryConfig {
             throttle_factor: 0.5,
             throttle_period: Duration::from_secs(60),
             claim_order: crate::lease::sql::ClaimOrder::Fair,
+            unsubscribe: None,
         }
     }
 

@@ -29,6 +29,10 @@
 //! - The idempotency key `"{event_id}:{listener}"` is unique: a redelivered listener message finds the
 //!   row and enqueues nothing. Providers receive the same key wherever their API takes one (the email
 //!   carries it as a header; the file provider names its file by it, so a resend replaces the file).
+//! - An email of a kind the patient may opt out of carries an RFC 8058 one-click link
+//!   (`List-Unsubscribe`, `List-Unsubscribe-Post`) with a signed, expiring token ([`unsubscribe`]),
+//!   when the sender has [`DeliveryConfig::unsubscribe`]; the link, like the text, exists only in the
+//!   rendered message.
 //! - The lease rules (claim, expiry to `uncertain`, burial at the ceiling, renewal, fence, operator
 //!   retry and discard) are the lease queue's ([`crate::lease`], [`crate::lease::NOTIFICATIONS`]):
 //!   every mark is fenced by the claim token, which every move out of `sending` clears, so a sender
@@ -49,6 +53,7 @@ pub mod render;
 mod sender;
 pub mod sms;
 mod store;
+pub mod unsubscribe;
 
 pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH, PACE_WAIT};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};

@@ -43,6 +43,10 @@ pub struct OutgoingMessage {
     pub subject: String,
     /// The email's text body, or the SMS text.
     pub body: String,
+    /// Email of an optional kind only: the one-click unsubscribe link (RFC 8058), sent as
+    /// `List-Unsubscribe: <link>` with `List-Unsubscribe-Post: List-Unsubscribe=One-Click`. It holds
+    /// a token: like the text, never logged or stored.
+    pub unsubscribe_url: Option<String>,
 }
 
 impl std::fmt::Debug for OutgoingMessage {
@@ -66,7 +70,11 @@ impl OutgoingMessage {
             format!("=?UTF-8?B?{}?=", base64::engine::general_purpose::STANDARD.encode(&self.subject))
         };
         let mut text = String::with_capacity(self.body.len() + 512);
-        for (name, value) in [
+        let unsubscribe = self.unsubscribe_url.as_ref().map(|url| format!("<{url}>"));
+        let one_click = unsubscribe.as_ref().map(|link| {
+            [("List-Unsubscribe", link.as_str()), ("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")]
+        });
+        let headers = [
             ("From", self.from.as_str()),
             ("To", self.to.as_str()),
             ("Subject", subject.as_str()),
@@ -77,7 +85,8 @@ impl OutgoingMessage {
             ("Content-Transfer-Encoding", "8bit"),
             ("X-Clinic-Idempotency-Key", &self.idempotency_key),
             ("X-Clinic-Template", &self.template),
-        ] {
+        ];
+        for (name, value) in headers.into_iter().chain(one_click.into_iter().flatten()) {
             text.push_str(name);
             text.push_str(": ");
             text.push_str(value);
@@ -94,7 +103,8 @@ impl OutgoingMessage {
     /// True when no header value could break out of its line (addresses come from stored data).
     pub fn headers_are_safe(&self) -> bool {
         [&self.to, &self.from, &self.subject, &self.idempotency_key, &self.template]
-            .iter()
+            .into_iter()
+            .chain(&self.unsubscribe_url)
             .all(|value| !value.chars().any(char::is_control))
     }
 }
@@ -268,6 +278,7 @@ mod tests {
             from: "clinic@example.test".into(),
             subject: "Réminder".into(),
             body: "Hello Secret Name\nline two".into(),
+            unsubscribe_url: None,
         }
     }
 
@@ -289,6 +300,17 @@ mod tests {
         bad.to = "a@example.test\r\nBcc: x@example.test".into();
         assert!(!bad.headers_are_safe());
         assert!(message().headers_are_safe());
+        let mut linked = message();
+        linked.unsubscribe_url = Some("https://api.example.test/v1/unsubscribe/tok".into());
+        let eml = linked.to_eml();
+        assert!(
+            eml.contains("\r\nList-Unsubscribe: <https://api.example.test/v1/unsubscribe/tok>\r\n"),
+            "{eml}"
+        );
+        assert!(eml.contains("\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"), "{eml}");
+        assert!(!message().to_eml().contains("List-Unsubscribe"), "no link, no header");
+        linked.unsubscribe_url = Some("https://x/\r\nBcc: y".into());
+        assert!(!linked.headers_are_safe());
     }
 
     #[test]

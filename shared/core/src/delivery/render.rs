@@ -24,7 +24,9 @@
 //!
 //! Before a patient's message is filled, the contact policy ([`super::policy::decide`]) decides on
 //! the chosen channel (a consented one is preferred, email first): `deferred` until the quiet hours
-//! end, `suppressed` with its reason, or sent (a bypass of quiet hours is recorded on the row).
+//! end, `suppressed` with its reason, or sent (a bypass of quiet hours is recorded on the row). An
+//! email of a kind the patient may opt out of gets its one-click unsubscribe link
+//! ([`super::unsubscribe`]) when the sender is configured with one.
 //!
 //! Invariants:
 //! - The rendered text exists only in the returned [`OutgoingMessage`]; nothing here logs or stores
@@ -39,6 +41,7 @@ use deadpool_postgres::GenericClient;
 use super::policy::{self, Decision, Notice, Preferences, QuietHours, SuppressReason};
 use super::provider::{Channel, OutgoingMessage, Providers};
 use super::sms;
+use super::unsubscribe;
 use super::{ClaimedDelivery, DeliveryConfig, RecipientKind};
 use crate::db::sql;
 use crate::disclosures::{self, Purpose};
@@ -258,6 +261,7 @@ pub async fn prepare(
     let zone = zone_or_utc(&settings.time_zone, ws);
     // The contact policy (DESIGN §5e), before every send to a patient.
     let mut bypassed_quiet_hours = false;
+    let mut unsubscribe_url = None;
     if let (Some(patient), Some(kind)) = (&contact.patient, policy::kind_of_template(template.id)) {
         let patient_zone = patient.time_zone.as_deref().map_or(zone, |name| zone_or_utc(name, ws));
         let preferences = Preferences {
@@ -275,6 +279,13 @@ pub async fn prepare(
             Decision::Send { bypassed_quiet_hours: bypassed } => bypassed_quiet_hours = bypassed,
             Decision::Defer { until } => return Ok(Prepared::Deferred(until)),
             Decision::Suppress(reason) => return Ok(Prepared::Suppressed(reason)),
+        }
+        // RFC 8058 one-click unsubscribe: an email of a kind the patient may opt out of.
+        if let (Channel::Email, Some(links)) = (channel, &config.unsubscribe) {
+            if unsubscribe::is_optional(kind) {
+                let patient_id = PatientId::from_ulid(delivery.recipient_id);
+                unsubscribe_url = Some(links.url(ws, patient_id, kind, now));
+            }
         }
     }
     let starts_at = local_time(appointment.starts_at, zone);
@@ -308,6 +319,7 @@ pub async fn prepare(
         from,
         subject: template.subject.to_owned(),
         body,
+        unsubscribe_url,
     };
     Ok(Prepared::Send { message, bypassed_quiet_hours })
 }

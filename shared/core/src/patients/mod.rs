@@ -278,6 +278,29 @@ pub enum OptOut {
     Kind(MessageKind),
 }
 
+impl OptOut {
+    /// The preference change itself, pure (the contact policy's property test runs it too):
+    /// removes the channel from `channels` or adds the kind to `opt_outs` (kept canonical); the name
+    /// of the changed field, or `None` when it was already so.
+    pub fn apply(self, channels: &mut Vec<Channel>, opt_outs: &mut Vec<MessageKind>) -> Option<&'static str> {
+        match self {
+            OptOut::Channel(channel) => {
+                let before = channels.len();
+                channels.retain(|kept| *kept != channel);
+                (channels.len() != before).then_some("contactChannels")
+            }
+            OptOut::Kind(kind) => {
+                if opt_outs.contains(&kind) {
+                    return None;
+                }
+                opt_outs.push(kind);
+                opt_outs.sort_unstable();
+                Some("contactOptOuts")
+            }
+        }
+    }
+}
+
 /// Records `opt_out` on the patient at once: one `patient.updated` event naming the changed field
 /// (`contactChannels` or `contactOptOuts`), with the context's actor (the patient). `None` when it
 /// was already recorded (nothing written) — a repeated STOP or a second click is idempotent.
@@ -288,22 +311,8 @@ pub async fn record_opt_out(
     opt_out: OptOut,
 ) -> DomainResult<Option<Envelope>> {
     let mut patient = repo::lock(tx, ctx.workspace_id, id).await?.ok_or(DomainError::NotFound)?;
-    let field = match opt_out {
-        OptOut::Channel(channel) => {
-            if !patient.contact_channels.contains(&channel) {
-                return Ok(None);
-            }
-            patient.contact_channels.retain(|kept| *kept != channel);
-            "contactChannels"
-        }
-        OptOut::Kind(kind) => {
-            if patient.contact_opt_outs.contains(&kind) {
-                return Ok(None);
-            }
-            patient.contact_opt_outs.push(kind);
-            patient.contact_opt_outs.sort_unstable();
-            "contactOptOuts"
-        }
+    let Some(field) = opt_out.apply(&mut patient.contact_channels, &mut patient.contact_opt_outs) else {
+        return Ok(None);
     };
     patient.version += 1;
     patient.updated_at = crate::domain::values::now();

@@ -1,18 +1,20 @@
 //! The contact policy on the sender's real path (issue 40, DESIGN §5e), on real PostgreSQL: inside
 //! the recipient's quiet hours a notification is `deferred` (the lease queue's delay, visible in
 //! `GET /v1/notifications`) and sent once they end; an opted-out kind or a channel the patient did
-//! not consent to ends `suppressed` with its reason, final.
+//! not consent to ends `suppressed` with its reason, final; an email's one-click unsubscribe link
+//! (RFC 8058) opts out of exactly its kind, at once.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{Timelike, Utc};
+use clinic_core::delivery::unsubscribe::{UnsubscribeKeys, UnsubscribeLinks};
 use clinic_core::delivery::{DeliveryConfig, FileProvider, NotifierKind, Providers, Sender};
 use clinic_core::events::Envelope;
 use clinic_core::listeners::{self, Listener, ListenerOutcome};
 use clinic_core::workspaces;
 use clinic_http::auth::Role;
-use clinic_testkit::app::{token, TestApp};
+use clinic_testkit::app::{token, TestApp, TEST_SECRET};
 use serde_json::{json, Value};
 
 async fn created_event(app: &TestApp, appointment: &Value) -> Envelope {
@@ -27,6 +29,9 @@ async fn created_event(app: &TestApp, appointment: &Value) -> Envelope {
         .unwrap();
     clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap()
 }
+
+/// The public base URL of the links in these tests.
+const BASE: &str = "https://api.clinic.test";
 
 struct Scene {
     app: TestApp,
@@ -47,6 +52,12 @@ impl Scene {
         let dir = std::env::temp_dir().join(format!("clinic-policy-{}", ulid::Ulid::generate()));
         let mut config = DeliveryConfig::with_notifiers(vec![NotifierKind::File]);
         config.file_dir = dir.clone();
+        // Emails carry one-click links signed as the test API verifies them (TestApp's local keys).
+        config.unsubscribe = Some(UnsubscribeLinks {
+            base_url: BASE.into(),
+            keys: UnsubscribeKeys::new(TEST_SECRET.as_bytes(), None),
+            ttl: Duration::from_secs(60 * 86_400),
+        });
         let providers = Providers::both(Arc::new(FileProvider::new(&dir)));
         let sender = Sender::new(app.state.pool.clone(), providers, config);
         Scene { app, patient, practitioner, sender, dir, hour: 0 }
@@ -221,5 +232,116 @@ async fn a_same_day_cancellation_bypasses_quiet_hours_only_where_allowed_and_is_
     let report = scene.sender.send_due(5).await.unwrap();
     assert_eq!((report.sent, report.deferred), (0, 1), "{report:?}");
     assert_eq!(scene.row(&created).await.0, "deferred");
+    std::fs::remove_dir_all(&scene.dir).unwrap();
+}
+
+/// The `List-Unsubscribe` link of the one email file `name` ends with, and whether the one-click
+/// `List-Unsubscribe-Post` header goes with it.
+fn link_in(dir: &std::path::Path, name: &str) -> (Option<String>, bool) {
+    let path = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().ends_with(name))
+        .unwrap_or_else(|| panic!("no email file ending {name}"));
+    let eml = std::fs::read_to_string(path).unwrap();
+    let link = eml
+        .lines()
+        .find_map(|line| line.strip_prefix("List-Unsubscribe: <"))
+        .map(|rest| rest.trim_end_matches('>').to_owned());
+    (link, eml.contains("\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"))
+}
+
+/// POSTs the one-click body (RFC 8058) to `link`'s path; the answer's status.
+async fn one_click(app: &TestApp, link: &str) -> u16 {
+    let path = link.strip_prefix(BASE).expect("a link under the base URL");
+    app.post_form(path, "List-Unsubscribe=One-Click").await.status.as_u16()
+}
+
+/// The `appointment.reminder_due` event of `appointment` (the reminders job emitted it).
+async fn reminder_event(app: &TestApp, appointment: &Value) -> Envelope {
+    let id: ulid::Ulid = appointment["id"].as_str().unwrap().parse().unwrap();
+    let conn = app.db.client().await;
+    let row = conn
+        .query_one(
+            "SELECT id FROM events WHERE type = 'appointment.reminder_due' AND resource_id = $1",
+            &[&uuid::Uuid::from(id)],
+        )
+        .await
+        .unwrap();
+    clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap()
+}
+
+/// Books an appointment `hours` from now and runs the reminders job and the reminder's listener.
+async fn remind(scene: &Scene, hours: i64) -> Envelope {
+    let staff = scene.app.workspace.staff.clone();
+    let starts =
+        (Utc::now() + chrono::Duration::hours(hours)).with_second(0).unwrap().with_nanosecond(0).unwrap();
+    let ends = starts + chrono::Duration::minutes(30);
+    let appointment = scene
+        .app
+        .book(&staff, &scene.patient, &scene.practitioner, &starts.to_rfc3339(), &ends.to_rfc3339())
+        .await;
+    let pool = &scene.app.state.pool;
+    let lead = Duration::from_secs(24 * 3600);
+    clinic_core::housekeeping::reminders::run(pool, lead, Utc::now()).await.unwrap();
+    let reminder = reminder_event(&scene.app, &appointment).await;
+    let outcome = listeners::run(pool, Listener::PatientReminder, &reminder).await.unwrap();
+    assert_eq!(outcome, ListenerOutcome::Applied { effects: 1 });
+    reminder
+}
+
+/// Issue 40 item 5, the one-click path on real PostgreSQL: an email's link opts the patient out of
+/// exactly that kind, at once — the next message of that kind ends `suppressed` (`opted_out`) and is
+/// never sent, another kind still goes out (with its own link); after the reminder's link, no later
+/// reminder is sent.
+#[tokio::test]
+async fn a_one_click_unsubscribe_stops_exactly_that_kind_at_once() {
+    let mut scene = Scene::new().await;
+    let first = scene.book_and_enqueue().await;
+    assert_eq!(scene.sender.send_due(5).await.unwrap().sent, 1);
+    let (link, one_click_header) = link_in(&scene.dir, "_patient_booking_confirmation.eml");
+    let link = link.expect("a booking confirmation carries List-Unsubscribe");
+    assert!(one_click_header, "with List-Unsubscribe-Post: List-Unsubscribe=One-Click");
+    assert!(link.starts_with(&format!("{BASE}/v1/unsubscribe/")), "{link}");
+
+    // A GET (a mail scanner, a link preview) only shows the page.
+    let path = link.strip_prefix(BASE).unwrap();
+    let page = scene.app.call("GET", path, None, None).await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    let patient_path = format!("/v1/patients/{}", scene.patient["id"].as_str().unwrap());
+    let staff = scene.app.workspace.staff.clone();
+    let read = scene.app.call("GET", &patient_path, Some(&staff), None).await;
+    assert_eq!(read.body["contactOptOuts"], json!([]), "a GET opts out of nothing");
+
+    assert_eq!(one_click(&scene.app, &link).await, 200);
+    let read = scene.app.call("GET", &patient_path, Some(&staff), None).await;
+    assert_eq!(read.body["contactOptOuts"], json!(["booking_confirmation"]));
+
+    // The next booking confirmation: suppressed, never sent.
+    let second = scene.book_and_enqueue().await;
+    let report = scene.sender.send_due(5).await.unwrap();
+    assert_eq!((report.suppressed, report.sent), (1, 0), "{report:?}");
+    let (status, code, _, _) = scene.row(&second).await;
+    assert_eq!((status.as_str(), code.as_deref()), ("suppressed", Some("opted_out")));
+    assert_eq!(scene.row(&first).await.0, "sent");
+
+    // Another kind still goes out, with its own link, which opts out of reminders.
+    let reminder = remind(&scene, 2).await;
+    assert_eq!(scene.sender.send_due(5).await.unwrap().sent, 1);
+    assert_eq!(scene.row(&reminder).await.0, "sent");
+    let (reminder_link, _) = link_in(&scene.dir, "_patient_reminder.eml");
+    let reminder_link = reminder_link.expect("a reminder carries List-Unsubscribe");
+    assert_ne!(reminder_link, link);
+    assert_eq!(one_click(&scene.app, &reminder_link).await, 200);
+    let read = scene.app.call("GET", &patient_path, Some(&staff), None).await;
+    assert_eq!(read.body["contactOptOuts"], json!(["booking_confirmation", "reminder"]));
+
+    // No later reminder is sent.
+    let later = remind(&scene, 3).await;
+    let report = scene.sender.send_due(5).await.unwrap();
+    assert_eq!((report.suppressed, report.sent), (1, 0), "{report:?}");
+    let (status, code, _, _) = scene.row(&later).await;
+    assert_eq!((status.as_str(), code.as_deref()), ("suppressed", Some("opted_out")));
+    assert_eq!(std::fs::read_dir(&scene.dir).unwrap().count(), 2, "one confirmation and one reminder");
     std::fs::remove_dir_all(&scene.dir).unwrap();
 }

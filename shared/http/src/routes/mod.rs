@@ -16,6 +16,7 @@ pub mod practitioners;
 pub mod recovery;
 pub mod rejections;
 pub mod timelines;
+pub mod unsubscribe;
 pub mod webhooks;
 
 use std::str::FromStr;

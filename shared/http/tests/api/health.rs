@@ -27,6 +27,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             webhook_egress: Default::default(),
             workspaces: Default::default(),
             webhook_key: Some(clinic_testkit::webhook_key()),
+            unsubscribe: None,
         },
     }
 }

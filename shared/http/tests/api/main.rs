@@ -25,4 +25,5 @@ mod privacy_erasure;
 mod privacy_erasure_final;
 mod staff_changes_and_plans;
 mod timelines;
+mod unsubscribe;
 mod webhook_ssrf;

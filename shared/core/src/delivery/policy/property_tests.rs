@@ -9,7 +9,10 @@
 //! - a deferred message is due at the first second its window opens (a brute-force scan of the
 //!   clock, minute by minute, agrees within the minute) and is sent when picked up then;
 //! - after an opt-out (of the kind, or of everything) or without consent, nothing of it is sent —
-//!   including a message deferred before the opt-out arrived.
+//!   including a message deferred before the opt-out arrived, whichever way the opt-out came
+//!   ([`LateOptOut`]: the API, an email's one-click link, the SMS provider's STOP; the last two
+//!   through the same preference change the database path makes, `patients::OptOut::apply`, the
+//!   one-click one from the kind its signed token carries).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -24,7 +27,65 @@ use super::*;
 static DEFERRED: AtomicUsize = AtomicUsize::new(0);
 static DEFERRED_ACROSS_DST: AtomicUsize = AtomicUsize::new(0);
 static BYPASSED: AtomicUsize = AtomicUsize::new(0);
-static SUPPRESSED_AFTER_DEFERRAL: AtomicUsize = AtomicUsize::new(0);
+/// Late opt-outs that suppressed a deferred message, per way it came ([`LateOptOut`] order).
+static SUPPRESSED_AFTER_DEFERRAL: [AtomicUsize; 3] =
+    [AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// How an opt-out that arrives while a message waits came in (issue 40 item 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LateOptOut {
+    /// `PATCH /v1/patients/{id}` with `contactOptOuts` holding the kind.
+    Api,
+    /// The one-click link of an earlier email of that kind: its token's kind, opted out of.
+    OneClick,
+    /// The SMS provider reports a STOP for the channel.
+    ProviderStop,
+}
+
+impl LateOptOut {
+    const fn index(self) -> usize {
+        match self {
+            LateOptOut::Api => 0,
+            LateOptOut::OneClick => 1,
+            LateOptOut::ProviderStop => 2,
+        }
+    }
+}
+
+/// The preferences after `late` arrived for a message of `kind` on `channel`, at `at`.
+fn withdrawn(
+    preferences: &Preferences,
+    late: LateOptOut,
+    kind: MessageKind,
+    channel: Channel,
+    at: DateTime<Utc>,
+) -> Preferences {
+    use crate::delivery::unsubscribe::{Claims, UnsubscribeKeys};
+    use crate::patients::OptOut;
+    let mut after = preferences.clone();
+    match late {
+        LateOptOut::Api => {
+            after.opt_outs.push(kind);
+        }
+        LateOptOut::OneClick => {
+            // The link of an earlier email of this kind, as the sender signed it and the route reads it.
+            let keys = UnsubscribeKeys::new(b"property-test-unsubscribe-key", None);
+            let expires_at = DateTime::from_timestamp(at.timestamp() + 86_400, 0).expect("in range");
+            let claims = Claims {
+                workspace_id: crate::ids::WorkspaceId::generate(),
+                patient_id: crate::ids::PatientId::generate(),
+                kind,
+                expires_at,
+            };
+            let read = keys.verify(&keys.issue(&claims), at).expect("a genuine, unexpired token");
+            OptOut::Kind(read.kind).apply(&mut after.channels, &mut after.opt_outs);
+        }
+        LateOptOut::ProviderStop => {
+            OptOut::Channel(channel).apply(&mut after.channels, &mut after.opt_outs);
+        }
+    }
+    after
+}
 
 fn offset_seconds(zone: Tz, at: DateTime<Utc>) -> i32 {
     zone.offset_from_utc_datetime(&at.naive_utc()).fix().local_minus_utc()
@@ -71,7 +132,7 @@ fn check(
     channel: Channel,
     notice: Notice,
     now: DateTime<Utc>,
-    opt_out_later: bool,
+    opt_out_later: Option<LateOptOut>,
 ) {
     let zone = preferences.zone;
     let quiet = preferences.quiet_hours;
@@ -122,13 +183,26 @@ fn check(
             // Picked up when due: sent then, not inside quiet hours, not deferred again.
             let again = decide(preferences, channel, notice, until);
             assert_eq!(again, Decision::Send { bypassed_quiet_hours: false }, "{context}");
-            // An opt-out that arrives while it waits wins: nothing is sent.
-            if opt_out_later {
-                let mut withdrawn = preferences.clone();
-                withdrawn.opt_outs.push(notice.kind);
-                let after = decide(&withdrawn, channel, notice, until);
-                assert_eq!(after, Decision::Suppress(SuppressReason::OptedOut), "{context}");
-                SUPPRESSED_AFTER_DEFERRAL.fetch_add(1, Ordering::Relaxed);
+            // An opt-out that arrives while it waits wins, whichever way it came: nothing is sent.
+            if let Some(late) = opt_out_later {
+                let after = decide(
+                    &withdrawn(preferences, late, notice.kind, channel, until),
+                    channel,
+                    notice,
+                    until,
+                );
+                let expected = match late {
+                    LateOptOut::Api | LateOptOut::OneClick => vec![SuppressReason::OptedOut],
+                    // The channel is gone: not allowed, or no consent left at all.
+                    LateOptOut::ProviderStop => {
+                        vec![SuppressReason::ChannelNotAllowed, SuppressReason::NoConsent]
+                    }
+                };
+                assert!(
+                    matches!(after, Decision::Suppress(reason) if expected.contains(&reason)),
+                    "{late:?}: {after:?} {context}"
+                );
+                SUPPRESSED_AFTER_DEFERRAL[late.index()].fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -160,8 +234,8 @@ prop_compose! {
         kind in 0usize..3,
         changes_today in any::<bool>(),
         sms in any::<bool>(),
-        opt_out_later in any::<bool>(),
-    ) -> (Preferences, Channel, Notice, DateTime<Utc>, bool) {
+        late in 0u8..6,
+    ) -> (Preferences, Channel, Notice, DateTime<Utc>, Option<LateOptOut>) {
         let zone = TZ_VARIANTS[zone];
         let random = DateTime::<Utc>::from_timestamp(seconds, 0).expect("in range");
         let now = if near_transition {
@@ -188,6 +262,13 @@ prop_compose! {
         };
         let notice = Notice { kind: MessageKind::ALL[kind], changes_today };
         let channel = if sms { Channel::Sms } else { Channel::Email };
+        // Half of them: an opt-out arrives while the message waits, one of the three ways.
+        let opt_out_later = match late {
+            3 => Some(LateOptOut::Api),
+            4 => Some(LateOptOut::OneClick),
+            5 => Some(LateOptOut::ProviderStop),
+            _ => None,
+        };
         (preferences, channel, notice, now, opt_out_later)
     }
 }
@@ -215,7 +296,10 @@ fn the_random_run_reaches_deferrals_across_dst_bypasses_and_late_opt_outs() {
         DEFERRED_ACROSS_DST.load(Ordering::Relaxed)
     );
     assert!(BYPASSED.load(Ordering::Relaxed) >= 10, "{}", BYPASSED.load(Ordering::Relaxed));
-    assert!(SUPPRESSED_AFTER_DEFERRAL.load(Ordering::Relaxed) >= 100);
+    for late in [LateOptOut::Api, LateOptOut::OneClick, LateOptOut::ProviderStop] {
+        let suppressed = SUPPRESSED_AFTER_DEFERRAL[late.index()].load(Ordering::Relaxed);
+        assert!(suppressed >= 30, "{late:?}: {suppressed}");
+    }
 }
 
 /// Every zone of the tz database, with the default quiet hours, through each of its transitions of
@@ -247,7 +331,7 @@ fn every_iana_zone_keeps_the_policy_across_its_transitions() {
         for anchor in anchors {
             let mut at = anchor - Duration::hours(18);
             while at < anchor + Duration::hours(18) {
-                check(&preferences, Channel::Sms, reminder, at, false);
+                check(&preferences, Channel::Sms, reminder, at, None);
                 at += Duration::minutes(7);
             }
         }
