@@ -73,8 +73,7 @@ async fn one_delivery(fx: &Fixture, url: String) -> (WebhookSender, uuid::Uuid) 
     let practitioner = fx.create_practitioner().await;
     let (_, event) = fx.book(patient, practitioner, 30).await;
     assert_eq!(fanout::fan_out(&client, &event).await.unwrap(), 1);
-    let id: uuid::Uuid =
-        client.query_one("SELECT id FROM webhook_deliveries", &[]).await.unwrap().get(0);
+    let id: uuid::Uuid = client.query_one("SELECT id FROM webhook_deliveries", &[]).await.unwrap().get(0);
     let config = WebhookConfig {
         egress: Egress { allow_loopback_http: true },
         timeouts: Timeouts { connect: Duration::from_secs(5), total: Duration::from_secs(10) },
@@ -119,7 +118,10 @@ async fn a_receiver_answering_429_holds_the_delivery_and_never_walks_it_to_faile
     }
     assert_eq!(calls.load(Ordering::SeqCst), 2 * MAX_ATTEMPTS as usize);
     // Every answer is still recorded as an attempt row (it happened).
-    assert_eq!(fx.count("SELECT count(*) FROM webhook_attempts WHERE status_code = 429").await, 2 * i64::from(MAX_ATTEMPTS));
+    assert_eq!(
+        fx.count("SELECT count(*) FROM webhook_attempts WHERE status_code = 429").await,
+        2 * i64::from(MAX_ATTEMPTS)
+    );
 }
 
 #[tokio::test]
