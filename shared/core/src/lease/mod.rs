@@ -49,9 +49,12 @@
 //!   one attempt ceiling.
 //!
 //! - **Fair pick** ([`Queue::fair_pick`]): a claim takes rows by priority, then in turns across the
-//!   workspaces with due rows (weighted by `workspaces.delivery_weight`), then oldest first.
+//!   workspaces with due rows (weighted by `workspaces.delivery_weight`; the turns carry over from
+//!   claim to claim in `fair_turns`), then oldest first, ranking only each (workspace, priority)'s
+//!   first due rows ([`Queue::groups`], [`Queue::charge`]).
 //! - **Pace** ([`rate`]): a provider's rate is one token bucket per provider and region in
-//!   PostgreSQL, shared by every sender; a throttling answer is a hold and slows the bucket.
+//!   PostgreSQL, shared by every sender, which reserves tokens before it claims ([`rate::reserve`])
+//!   and gives back the ones it did not use; a throttling answer is a hold and slows the bucket.
 //!
 //! Custody restarts ([`crate::housekeeping::reconcile`]) count restarts against their own ceiling
 //! with [`exhausted`].
