@@ -302,9 +302,9 @@ pub const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../../migrations/V24__verifiable_subscriptions.sql"),
     },
     Migration {
-        version: 26,
+        version: 25,
         name: "fair_pick_index",
-        sql: include_str!("../../../migrations/V26__fair_pick_index.sql"),
+        sql: include_str!("../../../migrations/V25__fair_pick_index.sql"),
     },
 ];
 

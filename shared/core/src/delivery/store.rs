@@ -30,7 +30,7 @@ static EXPIRE_LEASES: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The statuses a claim can find due (`uncertain` too, when the policy resends): the predicate of
-/// the partial index `notifications_fair_idx` on `(workspace_id, priority, available_at, id)` (V26),
+/// the partial index `notifications_fair_idx` on `(workspace_id, priority, available_at, id)` (V25),
 /// whose skip scan finds the (workspace, priority) pairs of the fair pick.
 pub(crate) fn claimable(alias: &str) -> String {
     let queue = NOTIFICATIONS;
