@@ -299,6 +299,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "verifiable_subscriptions",
         sql: include_str!("../../../migrations/V24__verifiable_subscriptions.sql"),
     },
+    Migration {
+        version: 25,
+        name: "fair_pick_index",
+        sql: include_str!("../../../migrations/V25__fair_pick_index.sql"),
+    },
 ];
 
 const MIGRATION_LOCK_KEY: i64 = 0x636c_696e_6963; // "clinic"

@@ -158,6 +158,44 @@ pub async fn set_quiet_hours(
     Ok(sql::execute(client, SET_QUIET_HOURS, &[&workspace_id, &start, &end, &bypass]).await? == 1)
 }
 
+/// A workspace's delivery weight (issue 41): its share of every notification and webhook claim
+/// among the workspaces with due work (`workspaces.delivery_weight`; 3 = three rows per turn of a
+/// workspace at 1). A whole number within [`DeliveryWeight::RANGE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryWeight(u8);
+
+impl DeliveryWeight {
+    pub const RANGE: std::ops::RangeInclusive<u8> = 1..=100;
+
+    /// Parses a whole number 1–100; the error names `field`.
+    pub fn parse(field: &str, raw: &str) -> Result<DeliveryWeight, String> {
+        match raw.trim().parse::<u8>() {
+            Ok(weight) if Self::RANGE.contains(&weight) => Ok(DeliveryWeight(weight)),
+            _ => Err(format!("{field}: must be a whole number from 1 to 100, not {raw:?}")),
+        }
+    }
+
+    pub fn get(self) -> u8 {
+        self.0
+    }
+}
+
+const SET_DELIVERY_WEIGHT: &str =
+    "UPDATE workspaces SET delivery_weight = $2 WHERE id = $1 RETURNING delivery_weight::float8";
+
+/// Sets the workspace's delivery weight (owner connection: the app role cannot change workspaces,
+/// and a clinic's own admin must not raise its share of every clinic's claims); `None` when the
+/// workspace does not exist, else the weight stored.
+pub async fn set_delivery_weight(
+    client: &impl GenericClient,
+    workspace_id: WorkspaceId,
+    weight: DeliveryWeight,
+) -> Result<Option<f64>, tokio_postgres::Error> {
+    let weight = f32::from(weight.0);
+    let row = sql::query_opt(client, SET_DELIVERY_WEIGHT, &[&workspace_id, &weight]).await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
 const CONTACT_SETTINGS: &str =
     "SELECT time_zone, quiet_hours_start, quiet_hours_end, quiet_hours_bypass, name FROM workspaces WHERE id = $1";
 

@@ -1,6 +1,7 @@
-//! `clinic workspaces create --name … [--time-zone …]`, `clinic workspaces list` and
-//! `clinic workspaces quiet-hours <id> --start HH:MM --end HH:MM [--bypass change_notice]`: onboarding
-//! a clinic and setting its contact policy without SQL (docs/onboarding.md, docs/delivery.md).
+//! `clinic workspaces create --name … [--time-zone …]`, `clinic workspaces list`,
+//! `clinic workspaces quiet-hours <id> --start HH:MM --end HH:MM [--bypass change_notice]` and
+//! `clinic workspaces weight <id> <1–100>`: onboarding a clinic, setting its contact policy and its
+//! share of the senders' claims without SQL (docs/onboarding.md, docs/delivery.md).
 //!
 //! Like `clinic migrate`, both run against `DATABASE_URL` (TLS per its `sslmode`, `CLINIC_DB_CA_FILE`)
 //! or the local dev cluster. `create` checks the name and the IANA time zone before it connects and
@@ -26,6 +27,17 @@ enum WorkspacesCommand {
     /// Set a workspace's quiet hours (wall-clock, in each patient's zone; start = end: none) and the
     /// kinds that may bypass them (only `change_notice`, a same-day change by the clinic).
     QuietHours(QuietHoursArgs),
+    /// Set a workspace's delivery weight: its share of every notification and webhook claim among
+    /// the clinics with due work (1–100; default 1; 3 = three rows per turn of a clinic at 1).
+    Weight(WeightArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct WeightArgs {
+    /// The workspace's id.
+    workspace: String,
+    /// The weight, a whole number from 1 to 100.
+    weight: String,
 }
 
 #[derive(Debug, clap::Args)]
@@ -58,7 +70,21 @@ pub async fn run(args: WorkspacesArgs) -> anyhow::Result<()> {
         WorkspacesCommand::Create(args) => create(args).await,
         WorkspacesCommand::List => list().await,
         WorkspacesCommand::QuietHours(args) => quiet_hours(args).await,
+        WorkspacesCommand::Weight(args) => weight(args).await,
     }
+}
+
+async fn weight(args: WeightArgs) -> anyhow::Result<()> {
+    let workspace: clinic_core::ids::WorkspaceId =
+        args.workspace.parse().map_err(|_| anyhow!("<workspace>: must be a workspace id"))?;
+    let weight = workspaces::DeliveryWeight::parse("<weight>", &args.weight).map_err(|e| anyhow!("{e}"))?;
+    let (pool, _cluster) = crate::commands::outbox::pool().await?;
+    let client = pool.get().await.context("connecting to the database")?;
+    let stored = workspaces::set_delivery_weight(&client, workspace, weight)
+        .await
+        .context("setting the delivery weight")?
+        .ok_or_else(|| anyhow!("<workspace>: no workspace {workspace}"))?;
+    crate::commands::outbox::print(serde_json::json!({ "id": workspace, "deliveryWeight": stored }))
 }
 
 async fn quiet_hours(args: QuietHoursArgs) -> anyhow::Result<()> {

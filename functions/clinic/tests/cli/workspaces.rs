@@ -112,3 +112,33 @@ async fn quiet_hours_are_set_without_sql_and_only_change_notices_may_bypass() {
     assert_eq!(settings.quiet_hours_bypass, vec!["change_notice".to_owned()], "unchanged by the refusals");
     assert_eq!(settings.quiet_hours_start.format("%H:%M").to_string(), "20:30");
 }
+
+/// A clinic's share of the senders' claims without SQL (issue 41): a whole number 1–100; anything
+/// else is refused naming the argument, before it connects, and nothing changes.
+#[tokio::test]
+async fn a_delivery_weight_is_set_without_sql_and_bounded() {
+    let app = TestApp::new().await;
+    let id = app.workspace.id.to_string();
+    let set = clinic(&app, &["workspaces", "weight", &id, "3"]).await;
+    assert_eq!(set.code, 0, "stderr: {}", set.stderr);
+    let answer: Value = serde_json::from_str(&set.stdout).unwrap();
+    assert_eq!(answer["deliveryWeight"], json!(3.0));
+    for (raw, named) in [("0", "<weight>"), ("101", "<weight>"), ("2.5", "<weight>"), ("many", "<weight>")] {
+        let refused = clinic(&app, &["workspaces", "weight", &id, raw]).await;
+        assert_ne!(refused.code, 0, "{raw}");
+        assert!(refused.stderr.contains(named), "{raw}: {}", refused.stderr);
+    }
+    let unknown = clinic_core::ids::WorkspaceId::generate().to_string();
+    let missing = clinic(&app, &["workspaces", "weight", &unknown, "2"]).await;
+    assert_ne!(missing.code, 0);
+    assert!(missing.stderr.contains("<workspace>"), "{}", missing.stderr);
+    let stored: f64 = app
+        .db
+        .client()
+        .await
+        .query_one("SELECT delivery_weight::float8 FROM workspaces WHERE id = $1", &[&app.workspace.id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(stored, 3.0, "unchanged by the refusals");
+}

@@ -11,9 +11,17 @@
 //!   claim's lease.
 //! - A fast-path send with a deadline ([`Sender::send_key_within`]) starts no provider call it
 //!   cannot finish in time.
-//! - Every provider call of a paced provider ([`DeliveryConfig::pace`]) first takes a token from
-//!   its shared bucket ([`crate::lease::rate`]), waiting at most `pace_wait` (inside the renewed
-//!   lease: [`DeliveryConfig::validate`] counts it); a row that gets no token in time is held. A throttling answer
+//! - A step of the scheduled sender ([`Sender::step_due`]) reserves tokens of its paced providers
+//!   ([`DeliveryConfig::pace`], the shared buckets of [`crate::lease::rate`]) *before* it claims,
+//!   and claims only as many rows as it holds tokens for: no claimed row waits for the provider's
+//!   rate while a more urgent row committed meanwhile waits for the next claim. Tokens it did not
+//!   use (a row deferred, suppressed, stale) are given back at the end of the step. A step with no
+//!   token claims nothing and says how long until the next one ([`SendReport::waiting_for_rate`]).
+//! - A provider call with no reserved token left (the fast path, [`Sender::send_key`], which claims
+//!   one row by key; or a row whose channel's provider had fewer tokens than the claim took, when
+//!   email and SMS have different providers) takes a token from its shared bucket, waiting at most
+//!   `pace_wait` (inside the renewed lease: [`DeliveryConfig::validate`] counts it); a row that gets
+//!   no token in time is held. A throttling answer
 //!   ([`super::provider::THROTTLED`]) is a hold too — `retry` with the attempt given back, so a
 //!   throttling provider never walks a row to `dead` — and slows the provider's bucket.
 
@@ -143,6 +151,10 @@ pub struct SendReport {
     pub uncertain: usize,
     /// Claimed rows that were `uncertain` (sent again under the `resend` policy).
     pub resent: usize,
+    /// The step claimed nothing because its providers' shared rate had no token at hand; the next
+    /// one comes in about this long (not in the answer: a loop's hint to wait, not a count).
+    #[serde(skip)]
+    pub waiting_for_rate: Option<Duration>,
 }
 
 impl SendReport {
@@ -178,6 +190,50 @@ impl SendReport {
         self.fenced += other.fenced;
         self.uncertain += other.uncertain;
         self.resent += other.resent;
+        self.waiting_for_rate = other.waiting_for_rate;
+    }
+
+    /// Nothing was due: a loop may stop (a step short of tokens is not idle: rows are due).
+    pub fn idle(&self) -> bool {
+        self.claimed == 0 && self.waiting_for_rate.is_none()
+    }
+
+    /// Sleeps until the next token when the step was short of them (at least a millisecond).
+    pub async fn wait_for_rate(&self) {
+        if let Some(wait) = self.waiting_for_rate {
+            tokio::time::sleep(wait.clamp(Duration::from_millis(1), Duration::from_secs(1))).await;
+        }
+    }
+}
+
+/// The tokens one step reserved, per paced provider, and what is left of them.
+#[derive(Debug)]
+struct Tokens {
+    held: Vec<(crate::lease::rate::Pace, u32)>,
+    /// With none at hand: when the next one comes (the soonest of the providers).
+    next_in: Duration,
+}
+
+impl Tokens {
+    /// Rows a claim may take: the batch when nothing is paced, else as many as the provider with
+    /// the most tokens can send now (a row of the other provider, when they differ, takes its
+    /// token at its call).
+    fn claimable(&self, batch: i64) -> i64 {
+        match self.held.iter().map(|(_, count)| i64::from(*count)).max() {
+            None => batch,
+            Some(most) => most.min(batch),
+        }
+    }
+
+    /// Uses one reserved token of `provider`; `false` when none is left.
+    fn spend(&mut self, provider: &str) -> bool {
+        match self.held.iter_mut().find(|(pace, left)| pace.provider == provider && *left > 0) {
+            Some((_, left)) => {
+                *left -= 1;
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -235,15 +291,17 @@ impl Sender {
         self.step(None).await
     }
 
-    /// Steps until nothing is due (at most `max_steps`), e.g. for the housekeeping mode.
+    /// Steps until nothing is due (at most `max_steps`; a step short of tokens waits for the next
+    /// one and counts), e.g. for the CLI.
     pub async fn send_due(&self, max_steps: usize) -> Result<SendReport, SendError> {
         let mut total = SendReport::default();
         for _ in 0..max_steps {
             let report = self.step_due().await?;
             total.merge(report);
-            if report.claimed == 0 {
+            if report.idle() {
                 break;
             }
+            report.wait_for_rate().await;
         }
         Ok(total)
     }
@@ -252,6 +310,10 @@ impl Sender {
     pub async fn run(&self, mut stop: watch::Receiver<bool>) {
         while !*stop.borrow() {
             let idle = match self.step_due().await {
+                Ok(report) if report.waiting_for_rate.is_some() => {
+                    report.wait_for_rate().await;
+                    false
+                }
                 Ok(report) => report.claimed == 0,
                 Err(error) => {
                     tracing::warn!(error = %error, "delivery step failed; trying again");
@@ -267,39 +329,108 @@ impl Sender {
         }
     }
 
+    /// The shared buckets of the providers this sender's channels go to, when paced (each once).
+    fn paced_providers(&self) -> Vec<&crate::lease::rate::Pace> {
+        let mut paced: Vec<&crate::lease::rate::Pace> = Vec::new();
+        for channel in [super::Channel::Email, super::Channel::Sms] {
+            let pace = self.providers.for_channel(channel).and_then(|p| self.config.pace_of(p.name()));
+            if let Some(pace) = pace.filter(|pace| !paced.iter().any(|p| p.provider == pace.provider)) {
+                paced.push(pace);
+            }
+        }
+        paced
+    }
+
+    /// Reserves up to a batch of tokens of each paced provider (none on the fast path, `key`).
+    async fn reserve(&self, key: Option<&str>) -> Result<Tokens, SendError> {
+        let paced = if key.is_some() { Vec::new() } else { self.paced_providers() };
+        let mut tokens = Tokens { held: Vec::with_capacity(paced.len()), next_in: Duration::MAX };
+        if paced.is_empty() {
+            return Ok(tokens);
+        }
+        let want = u32::try_from(self.config.batch.max(1)).unwrap_or(u32::MAX);
+        let conn = self.pool.get().await?;
+        for pace in paced {
+            let reserved = crate::lease::rate::reserve(&conn, pace, want).await?;
+            tokens.next_in = tokens.next_in.min(reserved.next_in);
+            tokens.held.push((pace.clone(), reserved.granted));
+        }
+        Ok(tokens)
+    }
+
+    /// Gives back the tokens a step did not use.
+    async fn give_back(&self, tokens: &Tokens) -> Result<(), SendError> {
+        if tokens.held.iter().all(|(_, left)| *left == 0) {
+            return Ok(());
+        }
+        let conn = self.pool.get().await?;
+        for (pace, left) in &tokens.held {
+            crate::lease::rate::give_back(&conn, pace, *left).await?;
+        }
+        Ok(())
+    }
+
     async fn step(&self, key: Option<&str>) -> Result<SendReport, SendError> {
-        let claim = {
-            let mut conn = self.pool.get().await?;
-            let tx = conn.transaction().await?;
-            let config = &self.config;
-            let rules = store::ClaimRules {
-                batch: config.batch,
-                lease: config.lease,
-                max_attempts: config.max_attempts,
-                policy: config.uncertain,
-                order: config.claim_order,
-            };
-            let claim = store::claim(&tx, rules, key).await?;
-            tx.commit().await?;
-            claim
+        let mut tokens = self.reserve(key).await?;
+        let batch = tokens.claimable(self.config.batch);
+        if batch == 0 {
+            // No token at hand: claim nothing (a claimed row would wait for the rate).
+            return Ok(SendReport { waiting_for_rate: Some(tokens.next_in), ..SendReport::default() });
+        }
+        let claim = match self.claim(key, batch).await {
+            Ok(claim) => claim,
+            Err(error) => {
+                self.give_back(&tokens).await?;
+                return Err(error);
+            }
         };
         for id in &claim.uncertain {
             tracing::warn!(notification_id = %id, "delivery lease expired after claim: uncertain");
         }
         let mut report =
             SendReport { claimed: claim.rows.len(), uncertain: claim.uncertain.len(), ..Default::default() };
+        let mut failed = None;
         for row in &claim.rows {
             report.resent += usize::from(row.resend);
-            let outcome = self.deliver(row, claim.token).await?;
-            report.add(&outcome);
+            match self.deliver(row, claim.token, &mut tokens).await {
+                Ok(outcome) => report.add(&outcome),
+                Err(error) => {
+                    failed = Some(error);
+                    break;
+                }
+            }
         }
-        Ok(report)
+        // Unused tokens go back (a database error on the way loses them: the rate is under-spent).
+        let given_back = self.give_back(&tokens).await;
+        match failed {
+            Some(error) => Err(error),
+            None => given_back.map(|()| report),
+        }
+    }
+
+    async fn claim(&self, key: Option<&str>, batch: i64) -> Result<store::DeliveryClaim, SendError> {
+        let mut conn = self.pool.get().await?;
+        let tx = conn.transaction().await?;
+        let claim = {
+            let config = &self.config;
+            let rules = store::ClaimRules {
+                batch,
+                lease: config.lease,
+                max_attempts: config.max_attempts,
+                policy: config.uncertain,
+                order: config.claim_order,
+            };
+            store::claim(&tx, rules, key).await?
+        };
+        tx.commit().await?;
+        Ok(claim)
     }
 
     async fn deliver(
         &self,
         row: &ClaimedDelivery,
         token: crate::ids::ClaimToken,
+        tokens: &mut Tokens,
     ) -> Result<DeliveryOutcome, SendError> {
         let prepared = {
             let mut conn = self.pool.get().await?;
@@ -328,7 +459,7 @@ impl Sender {
                 let result = match (message.headers_are_safe(), self.providers.for_channel(message.channel)) {
                     (false, _) => Err(super::ProviderError::permanent("invalid_address")),
                     (true, None) => Err(super::ProviderError::permanent("no_provider_for_channel")),
-                    (true, Some(provider)) if self.turn(provider.name(), &mut no_token).await? => {
+                    (true, Some(provider)) if self.turn(provider.name(), tokens, &mut no_token).await? => {
                         Err(super::ProviderError::retryable(NO_TOKEN))
                     }
                     (true, Some(provider)) => {
@@ -391,11 +522,19 @@ impl Sender {
         self.config.pace_of(self.providers.for_channel(channel)?.name())
     }
 
-    /// Takes a token from the shared bucket of `provider` when it is paced, waiting for it up to
-    /// `pace_wait` (the lease, just renewed, covers that wait and the call); `true` when no token
-    /// comes in time — then `no_token` is how long the row is held.
-    async fn turn(&self, provider: &str, no_token: &mut Duration) -> Result<bool, SendError> {
+    /// Uses a token this step reserved for `provider`, else takes one from its shared bucket when it
+    /// is paced, waiting for it up to `pace_wait` (the lease, just renewed, covers that wait and the
+    /// call); `true` when no token comes in time — then `no_token` is how long the row is held.
+    async fn turn(
+        &self,
+        provider: &str,
+        tokens: &mut Tokens,
+        no_token: &mut Duration,
+    ) -> Result<bool, SendError> {
         let Some(pace) = self.config.pace_of(provider) else { return Ok(false) };
+        if tokens.spend(provider) {
+            return Ok(false);
+        }
         let conn = self.pool.get().await?;
         let turn = crate::lease::rate::take(&conn, pace, self.config.pace_wait).await?;
         drop(conn);

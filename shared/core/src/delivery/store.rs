@@ -29,11 +29,35 @@ static EXPIRE_LEASES: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The claim; `{FILTER}` narrows it (all due rows, or one idempotency key for the fast path).
-/// `uncertain` rows are due too when `$4` (the policy resends them). The lease queue's fair pick
-/// chooses among them: by priority (the kind's, [`super::priority`]), then in turns across
-/// workspaces, then oldest first.
-fn claim_sql(order: ClaimOrder, filter: &str) -> String {
+/// The statuses a claim can find due (`uncertain` too, when the policy resends): the predicate of
+/// the partial index `notifications_fair_idx` on `(workspace_id, priority, available_at, id)` (V25),
+/// whose skip scan finds the (workspace, priority) pairs of the fair pick.
+pub(crate) fn claimable(alias: &str) -> String {
+    let queue = NOTIFICATIONS;
+    let column = if alias.is_empty() { "status".to_owned() } else { format!("{alias}.status") };
+    let mut names: Vec<String> = [Some(queue.stored.ready), Some(queue.stored.retry), queue.stored.uncertain]
+        .into_iter()
+        .flatten()
+        .chain(
+            queue
+                .stored
+                .others
+                .iter()
+                .filter(|(_, state)| *state == crate::lease::State::Held)
+                .map(|(n, _)| *n),
+        )
+        .map(|name| format!("'{name}'"))
+        .collect();
+    names.sort();
+    format!("{column} IN ({})", names.join(", "))
+}
+
+/// The claim. Rows are due by the lease queue's rule, and `uncertain` rows are due too when `$4`
+/// (the policy resends them). [`ClaimOrder::Fair`]: the lease queue's fair pick — by priority (the
+/// kind's, [`super::priority`]), then in turns across workspaces, then oldest first — over the
+/// first due rows of each (workspace, priority) pair. [`ClaimOrder::OldestFirst`] (the bench's
+/// comparison) and a claim by idempotency key (`$5`, the fast path: one row) take the oldest.
+fn claim_sql(order: ClaimOrder, by_key: bool) -> String {
     let queue = NOTIFICATIONS;
     let uncertain = queue.stored.uncertain.unwrap_or_default();
     let due = |alias: &str| {
@@ -45,24 +69,41 @@ fn claim_sql(order: ClaimOrder, filter: &str) -> String {
             available_at = column("available_at"),
         )
     };
-    let candidates = format!(
-        "SELECT id, workspace_id, priority, available_at FROM notifications WHERE {due} {filter}",
-        due = due(""),
-    );
+    let filter = if by_key { "AND idempotency_key = $5" } else { "AND $5::text IS NULL" };
+    let (recheck, columns) = (due("t"), "t.status AS previous_status");
+    let fair = order == ClaimOrder::Fair && !by_key;
+    let pick = match fair {
+        true => queue.fair_pick(
+            &queue.groups(&claimable("")),
+            &format!(
+                "SELECT id, available_at FROM notifications \
+                 WHERE workspace_id = g.workspace_id AND priority = g.priority AND {claimable} AND {due} {filter}",
+                claimable = claimable(""),
+                due = due(""),
+            ),
+            &recheck,
+            columns,
+            "$1",
+        ),
+        false => queue.oldest_first_pick(
+            &format!("SELECT id, available_at FROM notifications WHERE {due} {filter}", due = due("")),
+            &recheck,
+            columns,
+            "$1",
+        ),
+    };
+    // The fair pick moves the claimed workspaces' turns on, in the same statement.
+    let charge = if fair { format!(", charged AS ({})", queue.charge("due")) } else { String::new() };
     format!(
-        "WITH due AS ({pick}) \
+        "WITH due AS ({pick}){charge} \
          UPDATE notifications n SET {claim} \
          FROM due WHERE n.id = due.id \
          RETURNING n.id, n.workspace_id, n.event_id, n.listener, n.idempotency_key, n.recipient_kind, \
              n.recipient_id, n.template, n.attempts, due.previous_status, \
              (SELECT e.traceparent FROM events e WHERE e.id = n.event_id)",
-        pick = queue.pick(order, &candidates, &due("t"), "t.status AS previous_status", "$1"),
         claim = queue.claim_set("n", "$2", "$3", None),
     )
 }
-
-const CLAIM_FILTER_ALL: &str = "AND $5::text IS NULL";
-const CLAIM_FILTER_KEY: &str = "AND idempotency_key = $5";
 
 /// One claimed delivery: ids and the template only.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,10 +167,9 @@ pub async fn claim(
     let token = ClaimToken::generate();
     let lease_ms = lease.as_secs_f64() * 1000.0;
     let resend = policy == UncertainPolicy::Resend;
-    static ALL: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::Fair, CLAIM_FILTER_ALL));
-    static ALL_OLDEST_FIRST: LazyLock<String> =
-        LazyLock::new(|| claim_sql(ClaimOrder::OldestFirst, CLAIM_FILTER_ALL));
-    static BY_KEY: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::Fair, CLAIM_FILTER_KEY));
+    static ALL: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::Fair, false));
+    static ALL_OLDEST_FIRST: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::OldestFirst, false));
+    static BY_KEY: LazyLock<String> = LazyLock::new(|| claim_sql(ClaimOrder::OldestFirst, true));
     let statement: &str = match (key, order) {
         (Some(_), _) => &BY_KEY,
         (None, ClaimOrder::Fair) => &ALL,

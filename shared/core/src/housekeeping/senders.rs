@@ -42,9 +42,11 @@ impl Job for Deliver {
             let step =
                 self.sender.step_due().await.map_err(|error| JobError::new(JobKind::Deliver, error))?;
             total.merge(step);
-            if step.claimed == 0 {
+            if step.idle() {
                 break;
             }
+            // Short of provider tokens: wait for the next one (the step counts).
+            step.wait_for_rate().await;
         }
         Ok(JobReport::Deliver(total))
     }

@@ -19,7 +19,7 @@
 //! | `leased`    | claimed under a token and a lease (`available_at` = lease end) | `claimed` | `sending` | `sending` |
 //! | `done`      | the effect happened (final) | `dispatched` | `sent` | `delivered` |
 //! | `retry`     | failed, due again after the [`RetryPolicy`]'s delay | `retry` | `retry` | `retry` |
-//! | `held`      | unavailable, not rejected: the attempt is given back ([`Queue::give_back`]) | `retry` (`last_error_code` says why: an outage, a paused listener, a build that does not know the type) | `deferred` (the contact policy's delay to the end of quiet hours, DESIGN §5e; a provider failure spends its attempt) | `pending`/`retry` of a disabled endpoint (never claimed while it is off) |
+//! | `held`      | unavailable, not rejected: the attempt is given back ([`Queue::give_back`]) | `retry` (`last_error_code` says why: an outage, a paused listener, a build that does not know the type) | `deferred` (the contact policy's delay to the end of quiet hours, DESIGN §5e; a provider failure spends its attempt) | `pending`/`retry` of a disabled endpoint (never claimed while it is off); `retry` with `receiver_throttled` (a 429, or a 503 with `Retry-After`) |
 //! | `uncertain` | the lease expired after a provider call may have been made | — (expiry re-claims; receipts absorb a duplicate start) | `uncertain` | — (expiry re-claims; receivers dedupe on `webhook-id`) |
 //! | `dead`      | the attempt ceiling was reached or the failure is permanent; waits for an operator | `dead` | `dead`, `no_contact` (no usable address) | `failed` |
 //! | `discarded` | an operator gave it up (final) | `discarded` | `discarded` | `discarded` (V21) |
@@ -49,9 +49,12 @@
 //!   one attempt ceiling.
 //!
 //! - **Fair pick** ([`Queue::fair_pick`]): a claim takes rows by priority, then in turns across the
-//!   workspaces with due rows (weighted by `workspaces.delivery_weight`), then oldest first.
+//!   workspaces with due rows (weighted by `workspaces.delivery_weight`; the turns carry over from
+//!   claim to claim in `fair_turns`), then oldest first, ranking only each (workspace, priority)'s
+//!   first due rows ([`Queue::groups`], [`Queue::charge`]).
 //! - **Pace** ([`rate`]): a provider's rate is one token bucket per provider and region in
-//!   PostgreSQL, shared by every sender; a throttling answer is a hold and slows the bucket.
+//!   PostgreSQL, shared by every sender, which reserves tokens before it claims ([`rate::reserve`])
+//!   and gives back the ones it did not use; a throttling answer is a hold and slows the bucket.
 //!
 //! Custody restarts ([`crate::housekeeping::reconcile`]) count restarts against their own ceiling
 //! with [`exhausted`].

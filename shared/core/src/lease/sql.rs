@@ -85,67 +85,125 @@ pub enum ClaimOrder {
 }
 
 /// The workspace's share of each claim (`workspaces.delivery_weight`, 1 by default).
-const WEIGHT: &str = "coalesce((SELECT w.delivery_weight FROM workspaces w WHERE w.id = c.workspace_id), 1)";
+const WEIGHT: &str =
+    "coalesce((SELECT w.delivery_weight FROM workspaces w WHERE w.id = p.workspace_id), 1)::float8";
+
+/// How far behind the workspace furthest along a workspace may start (in turns): a clinic back
+/// from idle goes first, but banks no more credit than this.
+const CREDIT: &str = "1";
+
+/// How many rows of the fair order a claim of `limit` looks at: per (workspace, priority), and in
+/// all before it locks. Above `limit` so that rows locked by concurrent claims can be skipped.
+fn window(limit: &str) -> String {
+    format!("({limit}::bigint * 4 + 16)")
+}
 
 impl Queue {
     /// The fair pick (DESIGN §5d, issue 41): a `SELECT` of up to `limit` (a placeholder) rows of this
-    /// queue's table (alias `t`) among `candidates`, locked `FOR UPDATE SKIP LOCKED`, answering
-    /// `t.<id> AS id` and `columns` (of `t`). `candidates` is a `SELECT` of the due rows answering
-    /// `id`, `workspace_id`, `priority` (lower is sooner) and `available_at`; `recheck` is its
-    /// due condition again, on `t`: a row another claim took (and committed) after this statement's
-    /// snapshot is re-read when it is locked, and only a condition on `t` itself is re-checked then —
-    /// without it, the row would be claimed twice.
+    /// queue's table (alias `t`), locked `FOR UPDATE SKIP LOCKED`, answering `t.<id> AS id`,
+    /// `columns` (of `t`) and what [`Queue::charge`] needs (`fair_workspace`, `fair_start`,
+    /// `fair_weight`).
+    ///
+    /// - `groups` is a `SELECT` answering `workspace_id` and `priority`, one row per pair that may
+    ///   have due rows (a superset is fine: a pair with none adds nothing);
+    /// - `firsts` is a `SELECT` answering `id` and `available_at` of one pair's due rows (it refers
+    ///   to the pair as `g.workspace_id` and `g.priority`); the pick appends `ORDER BY available_at,
+    ///   id LIMIT <window>`, so with an index on `(workspace_id, priority, available_at, id)` each
+    ///   pair costs one short index range scan;
+    /// - `recheck` is the due condition again, on `t`: a row another claim took (and committed)
+    ///   after this statement's snapshot is re-read when it is locked, and only a condition on `t`
+    ///   itself is re-checked then — without it, the row would be claimed twice.
     ///
     /// Order: `priority` first (a cancellation before any clinic's reminders); within a priority,
-    /// each workspace's rows are numbered oldest first and the claim takes turn 1 of every workspace
-    /// before turn 2 of any, a turn being the row number divided by the workspace's weight; ties go
-    /// to the oldest. A lone workspace fills the whole claim (work-conserving). Every due row is
-    /// ranked (a sort of the due rows: ~90 ms for 10,000 on the bench machine), but only the first
-    /// `4 × limit + 16` of that order are joined back to the table and locked, so the plan stays a
-    /// short index join whatever the table's statistics say (a join of every ranked row back to a
-    /// table whose statistics still said "empty" became a nested loop that hit the statement
-    /// timeout). Rows taken by concurrent claims are skipped within that window; a claim may come
-    /// back short when many senders claim at once, never with a row twice.
-    pub fn fair_pick(&self, candidates: &str, recheck: &str, columns: &str, limit: &str) -> String {
+    /// by turns across workspaces (weighted fair queueing): a workspace's rows, oldest first, are
+    /// ranked from its start `1 / weight` apart, and its start is where its last claims left it
+    /// (`fair_turns.vtime`, moved on by [`Queue::charge`]) but at most [`CREDIT`] turn behind the
+    /// workspace furthest along, so turns hold across claims however small (a claim of one row
+    /// goes to the workspace served least) and a clinic back from idle banks no credit. Ties go to
+    /// the oldest. A lone workspace fills the whole claim (work-conserving).
+    ///
+    /// Cost: only the first `4 × limit + 16` due rows of each (workspace, priority) are ranked (the
+    /// claim's first `limit` rows of the whole order lie among them: a pair's rows are taken in
+    /// their own order), so a claim's cost grows with the pairs that have due work, not with the
+    /// due rows; the same window of the ranked order is joined back to the table and locked, a
+    /// short index join whatever the table's statistics say. Rows taken by concurrent claims are
+    /// skipped within that window; a claim may come back short when many senders claim at once,
+    /// never with a row twice.
+    pub fn fair_pick(&self, groups: &str, firsts: &str, recheck: &str, columns: &str, limit: &str) -> String {
         let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
+        let window = window(limit);
         format!(
-            "SELECT t.{id} AS id{columns} FROM ( \
+            "SELECT t.{id} AS id, f.workspace_id AS fair_workspace, f.start AS fair_start, \
+               f.weight AS fair_weight{columns} FROM ( \
                SELECT r.* FROM ( \
-                 SELECT c.id, c.priority, c.available_at, \
-                   (row_number() OVER (PARTITION BY c.workspace_id, c.priority \
-                                       ORDER BY c.available_at, c.id) - 1) / {WEIGHT} AS turn \
-                 FROM ({candidates}) c) r \
-               ORDER BY r.priority, r.turn, r.available_at, r.id LIMIT {limit}::bigint * 4 + 16) f \
+                 SELECT c.id, g.workspace_id, g.priority, c.available_at, g.start, g.weight, \
+                   g.start + (row_number() OVER (PARTITION BY g.workspace_id, g.priority \
+                                                 ORDER BY c.available_at, c.id) - 1) / g.weight AS turn \
+                 FROM ( \
+                   SELECT a.workspace_id, a.priority, a.weight, \
+                     coalesce(greatest(a.vtime, max(a.vtime) OVER () - {CREDIT}), 0) AS start \
+                   FROM (SELECT p.workspace_id, p.priority, {WEIGHT} AS weight, v.vtime \
+                         FROM ({groups}) p \
+                         LEFT JOIN fair_turns v ON v.queue = '{name}' AND v.workspace_id = p.workspace_id) a \
+                 ) g \
+                 CROSS JOIN LATERAL ({firsts} ORDER BY available_at, id LIMIT {window}) c) r \
+               ORDER BY r.priority, r.turn, r.available_at, r.id LIMIT {window}) f \
              JOIN {table} t ON t.{id} = f.id \
              WHERE {recheck} \
              ORDER BY f.priority, f.turn, f.available_at, f.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
             id = self.id,
             table = self.table,
+            name = self.name,
         )
     }
 
-    /// [`Queue::fair_pick`] or, for [`ClaimOrder::OldestFirst`], the same `SELECT` ordered by
-    /// `available_at` alone.
-    pub fn pick(
-        &self,
-        order: ClaimOrder,
-        candidates: &str,
-        recheck: &str,
-        columns: &str,
-        limit: &str,
-    ) -> String {
-        match order {
-            ClaimOrder::Fair => self.fair_pick(candidates, recheck, columns, limit),
-            ClaimOrder::OldestFirst => {
-                let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
-                format!(
-                    "SELECT t.{id} AS id{columns} FROM {table} t JOIN ({candidates}) c ON c.id = t.{id} \
-                     WHERE {recheck} ORDER BY c.available_at, c.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
-                    id = self.id,
-                    table = self.table,
-                )
-            }
-        }
+    /// A statement for a `WITH` of the claim that moves each claimed workspace's turn on by what
+    /// the claim took from the fair pick named `picked` (`n / weight` from its start); concurrent
+    /// claims add up (the later one adds its step to whatever the row holds by then), and lock the
+    /// rows in one order (by workspace), so two claims never deadlock on them.
+    pub fn charge(&self, picked: &str) -> String {
+        format!(
+            "INSERT INTO fair_turns AS v (queue, workspace_id, vtime, last_charge) \
+             SELECT '{name}', fair_workspace, min(fair_start) + count(*) / min(fair_weight), \
+                    count(*) / min(fair_weight) \
+             FROM {picked} GROUP BY fair_workspace ORDER BY fair_workspace \
+             ON CONFLICT (queue, workspace_id) DO UPDATE \
+               SET vtime = greatest(v.vtime + EXCLUDED.last_charge, EXCLUDED.vtime), \
+                   last_charge = EXCLUDED.last_charge",
+            name = self.name,
+        )
+    }
+
+    /// The distinct `(workspace_id, priority)` pairs of this queue's rows matching `indexed` (the
+    /// predicate of a partial index on `(workspace_id, priority, …)`), found by a skip scan of that
+    /// index — one index probe per pair, whatever the rows — as [`Queue::fair_pick`]'s `groups`.
+    pub fn groups(&self, indexed: &str) -> String {
+        format!(
+            "WITH RECURSIVE p AS ( \
+               (SELECT workspace_id, priority FROM {table} WHERE {indexed} \
+                ORDER BY workspace_id, priority LIMIT 1) \
+               UNION ALL \
+               SELECT n.workspace_id, n.priority FROM p CROSS JOIN LATERAL ( \
+                 SELECT workspace_id, priority FROM {table} \
+                 WHERE {indexed} AND (workspace_id, priority) > (p.workspace_id, p.priority) \
+                 ORDER BY workspace_id, priority LIMIT 1) n) \
+             SELECT workspace_id, priority FROM p",
+            table = self.table,
+        )
+    }
+
+    /// The claim before issue 41, kept only as the comparison `clinic bench fairness` measures the
+    /// fair pick against (and for a claim by key, where there is one row to take): the same
+    /// `SELECT` as [`Queue::fair_pick`] over `candidates` (a `SELECT` of due rows answering `id` and
+    /// `available_at`), ordered by `available_at` alone.
+    pub fn oldest_first_pick(&self, candidates: &str, recheck: &str, columns: &str, limit: &str) -> String {
+        let columns = if columns.is_empty() { String::new() } else { format!(", {columns}") };
+        format!(
+            "SELECT t.{id} AS id{columns} FROM {table} t JOIN ({candidates}) c ON c.id = t.{id} \
+             WHERE {recheck} ORDER BY c.available_at, c.id LIMIT {limit} FOR UPDATE OF t SKIP LOCKED",
+            id = self.id,
+            table = self.table,
+        )
     }
 
     /// The statuses whose rows the queue still owes an attempt and a claim may take once due.

@@ -9,7 +9,14 @@
 //! Retry schedule after attempt n fails (documented in docs/webhooks.md): 5 s, 5 min, 30 min, 2 h,
 //! 5 h, 10 h, 10 h — 8 attempts in all over about 28 hours; a `Retry-After` longer than the step
 //! wins (capped at 24 h). 2xx delivers; 4xx other than 408 and 429 fails for good; everything else
-//! (timeouts, connection errors, 3xx, 408, 429, 5xx, an address the guard now refuses) retries.
+//! (timeouts, connection errors, 3xx, 408, 5xx, an address the guard now refuses) retries.
+//! A throttling answer — 429, or 503 with a `Retry-After` — is the lease queue's hold
+//! ([`crate::lease::Queue::give_back`], as for a throttling notification provider): the attempt is
+//! given back and the delivery is due again at the receiver's `Retry-After`, kept within
+//! [`MIN_THROTTLE_HOLD`]..=[`MAX_THROTTLE_HOLD`] ([`DEFAULT_THROTTLE_HOLD`] when it is absent or
+//! unreadable), recorded as [`RECEIVER_THROTTLED`]. A throttling receiver so never walks a delivery
+//! to `failed`; the endpoint's failure clock still runs, so one that throttles for days is disabled
+//! like one that fails.
 //! An endpoint whose attempts have failed without a success for [`WebhookConfig::disable_after`]
 //! (5 days) is disabled (`failing`), audited, counted in the `WebhookEndpointDisabled` metric; its
 //! pending deliveries stay and resume when it is enabled again.
@@ -84,6 +91,13 @@ pub const MAX_IN_FLIGHT_PER_ENDPOINT: i64 = 4;
 /// Time kept beyond one attempt's bound for the claim and the mark (database round trips).
 const STEP_SLACK: Duration = Duration::from_secs(1);
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 3600);
+/// The code of a delivery held because its receiver throttled (429, or 503 with `Retry-After`).
+pub const RECEIVER_THROTTLED: &str = "receiver_throttled";
+/// The hold of a throttling answer without a readable `Retry-After`.
+pub const DEFAULT_THROTTLE_HOLD: Duration = Duration::from_secs(30);
+/// A throttling receiver's `Retry-After` is kept within these bounds.
+pub const MIN_THROTTLE_HOLD: Duration = Duration::from_secs(1);
+pub const MAX_THROTTLE_HOLD: Duration = Duration::from_secs(3600);
 
 /// Settings (environment variables, parsed once; docs/configuration.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,6 +157,8 @@ impl WebhookConfig {
 pub enum Outcome {
     Delivered,
     Retry,
+    /// The receiver throttled: due again at its `Retry-After`, the attempt given back.
+    Held,
     Failed,
     /// The claim was taken over before the mark: nothing changed here.
     Fenced,
@@ -154,6 +170,8 @@ pub enum Outcome {
 pub struct WebhookReport {
     pub delivered: u64,
     pub retried: u64,
+    /// Deliveries held because their receiver throttled (no attempt spent).
+    pub held: u64,
     pub failed: u64,
     pub fenced: u64,
     pub disabled_endpoints: u64,
@@ -168,13 +186,14 @@ impl WebhookReport {
         match outcome {
             Outcome::Delivered => self.delivered += 1,
             Outcome::Retry => self.retried += 1,
+            Outcome::Held => self.held += 1,
             Outcome::Failed => self.failed += 1,
             Outcome::Fenced => self.fenced += 1,
         }
     }
 
     pub fn claimed(&self) -> u64 {
-        self.delivered + self.retried + self.failed + self.fenced
+        self.delivered + self.retried + self.held + self.failed + self.fenced
     }
 }
 
@@ -208,9 +227,15 @@ impl std::fmt::Debug for WebhookSender {
 
 /// What the next status is after an answer (or no answer) of attempt `attempts`.
 pub fn next_after(attempts: i32, status: Option<u16>, retry_after: Option<Duration>) -> Next {
-    match status {
-        Some(200..=299) => return Next::Delivered,
-        Some(code @ 400..=499) if code != 408 && code != 429 => return Next::Failed,
+    match (status, retry_after) {
+        (Some(200..=299), _) => return Next::Delivered,
+        // Throttled: a hold, not a failure (the attempt is given back).
+        (Some(429), _) | (Some(503), Some(_)) => {
+            let hold = retry_after
+                .map_or(DEFAULT_THROTTLE_HOLD, |asked| asked.clamp(MIN_THROTTLE_HOLD, MAX_THROTTLE_HOLD));
+            return Next::Held { after_ms: hold.as_secs_f64() * 1000.0 };
+        }
+        (Some(code @ 400..=499), _) if code != 408 => return Next::Failed,
         _ => {}
     }
     let Verdict::Retry(step) = RETRY_POLICY.after_failure(attempts, true) else {
@@ -291,6 +316,7 @@ impl WebhookSender {
             let report = self.step(None).await?;
             total.delivered += report.delivered;
             total.retried += report.retried;
+            total.held += report.held;
             total.failed += report.failed;
             total.fenced += report.fenced;
             if report.claimed() == 0 {
@@ -358,15 +384,15 @@ impl WebhookSender {
         };
         let duration_ms = i32::try_from(started.elapsed().as_millis()).unwrap_or(i32::MAX);
         let (record, next) = match result {
-            Ok(answer) => (
-                AttemptRecord {
-                    status_code: Some(i32::from(answer.status)),
-                    duration_ms,
-                    error_code: (!(200..300).contains(&answer.status)).then_some("http_status"),
-                    excerpt: answer.excerpt,
-                },
-                next_after(delivery.attempts, Some(answer.status), answer.retry_after),
-            ),
+            Ok(answer) => {
+                let next = next_after(delivery.attempts, Some(answer.status), answer.retry_after);
+                let error_code = match next {
+                    Next::Held { .. } => Some(RECEIVER_THROTTLED),
+                    _ => (!(200..300).contains(&answer.status)).then_some("http_status"),
+                };
+                let status_code = Some(i32::from(answer.status));
+                (AttemptRecord { status_code, duration_ms, error_code, excerpt: answer.excerpt }, next)
+            }
             Err((code, retryable)) => (
                 AttemptRecord { status_code: None, duration_ms, error_code: Some(code), excerpt: None },
                 if retryable { next_after(delivery.attempts, None, None) } else { Next::Failed },
@@ -382,6 +408,7 @@ impl WebhookSender {
             (false, _) => Outcome::Fenced,
             (true, Next::Delivered) => Outcome::Delivered,
             (true, Next::Retry { .. }) => Outcome::Retry,
+            (true, Next::Held { .. }) => Outcome::Held,
             (true, Next::Failed) => Outcome::Failed,
         };
         tracing::info!(
@@ -574,14 +601,30 @@ mod tests {
         assert_eq!(next_after(1, Some(400), None), Next::Failed);
         assert_eq!(next_after(1, Some(410), None), Next::Failed);
         assert_eq!(after(next_after(1, Some(408), None)), Duration::from_secs(5));
-        assert_eq!(after(next_after(2, Some(429), None)), Duration::from_secs(300));
+        assert_eq!(after(next_after(2, Some(500), None)), Duration::from_secs(300));
         assert_eq!(after(next_after(3, Some(503), None)), Duration::from_secs(1800));
         assert_eq!(after(next_after(4, None, None)), Duration::from_secs(7200));
         assert_eq!(after(next_after(7, Some(302), None)), Duration::from_secs(36000));
         assert_eq!(next_after(MAX_ATTEMPTS, Some(500), None), Next::Failed);
         // Retry-After: longer wins, shorter does not shorten the schedule, capped at a day.
-        assert_eq!(after(next_after(1, Some(429), Some(Duration::from_secs(60)))), Duration::from_secs(60));
-        assert_eq!(after(next_after(2, Some(429), Some(Duration::from_secs(1)))), Duration::from_secs(300));
-        assert_eq!(after(next_after(1, Some(503), Some(Duration::from_secs(999_999)))), MAX_RETRY_AFTER);
+        assert_eq!(after(next_after(1, Some(500), Some(Duration::from_secs(60)))), Duration::from_secs(60));
+        assert_eq!(after(next_after(2, Some(500), Some(Duration::from_secs(1)))), Duration::from_secs(300));
+        assert_eq!(after(next_after(1, Some(500), Some(Duration::from_secs(999_999)))), MAX_RETRY_AFTER);
+        assert_eq!(after(next_after(1, Some(503), None)), Duration::from_secs(5));
+    }
+
+    fn held(next: Next) -> Duration {
+        match next {
+            Next::Held { after_ms } => Duration::from_secs_f64(after_ms / 1000.0),
+            other => panic!("expected a hold, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_throttling_answer_is_a_hold_at_its_bounded_retry_after() {
+        assert_eq!(held(next_after(1, Some(429), Some(Duration::from_secs(60)))), Duration::from_secs(60));
+        assert_eq!(held(next_after(MAX_ATTEMPTS, Some(429), None)), DEFAULT_THROTTLE_HOLD);
+        assert_eq!(held(next_after(3, Some(503), Some(Duration::from_secs(999_999)))), MAX_THROTTLE_HOLD);
+        assert_eq!(held(next_after(3, Some(429), Some(Duration::ZERO))), MIN_THROTTLE_HOLD);
     }
 }

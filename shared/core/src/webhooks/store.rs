@@ -38,7 +38,8 @@ pub struct Claimed {
 /// after the fan-out), `$5` is the attempt ceiling, `$6` the cap of attempts in flight per endpoint:
 /// an endpoint's due rows are ranked oldest first and only as many are taken as its leased `sending`
 /// rows leave room for, so one receiver that never answers holds at most `$6` of the batch. Among
-/// those, the lease queue's fair pick takes turns across workspaces (oldest first within each). All
+/// those, the lease queue's fair pick takes turns across workspaces (oldest first within each; the
+/// per-endpoint ranking still reads every due row, so this claim's cost grows with them). All
 /// deliveries have one priority: reordering a receiver's events by kind would deliver an
 /// appointment's cancellation before its creation.
 static CLAIM: LazyLock<String> = LazyLock::new(|| {
@@ -48,12 +49,14 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
            SELECT endpoint_id, count(*) AS leased FROM webhook_deliveries \
            WHERE status = '{leased}' AND {running} GROUP BY endpoint_id), \
          ranked AS ( \
-           SELECT d.id, row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.available_at, d.id) \
+           SELECT d.id, d.workspace_id, d.available_at, \
+             row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.available_at, d.id) \
                         + COALESCE(f.leased, 0) AS slot \
            FROM webhook_deliveries d JOIN webhook_endpoints w ON w.id = d.endpoint_id AND w.enabled \
            LEFT JOIN in_flight f ON f.endpoint_id = d.endpoint_id \
            WHERE {due} AND ($4::uuid IS NULL OR d.event_id = $4) AND NOT ({exhausted})), \
-         due AS ({pick}) \
+         due AS ({pick}), \
+         charged AS ({charge}) \
          UPDATE webhook_deliveries d SET {claim} \
          FROM due, webhook_endpoints w WHERE d.id = due.id AND w.id = d.endpoint_id \
          RETURNING d.id, d.endpoint_id, d.workspace_id, d.event_id, d.attempts, w.url, d.sequence, \
@@ -64,9 +67,10 @@ static CLAIM: LazyLock<String> = LazyLock::new(|| {
         due = queue.due("d"),
         exhausted = queue.exhausted("d", "$5"),
         claim = queue.claim_set("d", "$2", "$3", None),
+        charge = queue.charge("due"),
         pick = queue.fair_pick(
-            "SELECT d.id, d.workspace_id, 0 AS priority, d.available_at \
-             FROM webhook_deliveries d JOIN ranked r ON r.id = d.id AND r.slot <= $6",
+            "SELECT DISTINCT r.workspace_id, 0 AS priority FROM ranked r WHERE r.slot <= $6",
+            "SELECT r.id, r.available_at FROM ranked r WHERE r.workspace_id = g.workspace_id AND r.slot <= $6",
             &format!("{} AND NOT ({})", queue.due("t"), queue.exhausted("t", "$5")),
             "",
             "$1"
@@ -135,10 +139,12 @@ static MARK: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE webhook_deliveries SET status = $3, \
            available_at = CASE WHEN $3 = '{retry}' THEN {after} ELSE available_at END, \
+           attempts = CASE WHEN $7 THEN {give_back} ELSE attempts END, \
            last_status = $5, last_error_code = $6, \
            delivered_at = CASE WHEN $3 = '{done}' THEN now() ELSE delivered_at END, {release} \
          WHERE id = $1 AND {fence}",
         retry = queue.stored.retry,
+        give_back = queue.give_back(""),
         after = crate::lease::sql::after_ms("$4"),
         done = queue.stored.done,
         release = queue.release_set(),
@@ -150,7 +156,14 @@ static MARK: LazyLock<String> = LazyLock::new(|| {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Next {
     Delivered,
-    Retry { after_ms: f64 },
+    Retry {
+        after_ms: f64,
+    },
+    /// The lease queue's hold: `retry` after `after_ms`, the attempt given back (a throttling
+    /// receiver, [`super::sender::RECEIVER_THROTTLED`]).
+    Held {
+        after_ms: f64,
+    },
     Failed,
 }
 
@@ -180,15 +193,16 @@ pub async fn mark(
         ],
     )
     .await?;
-    let (status, after) = match next {
-        Next::Delivered => (WEBHOOK_DELIVERIES.stored.done, 0.0),
-        Next::Retry { after_ms } => (WEBHOOK_DELIVERIES.stored.retry, after_ms),
-        Next::Failed => (WEBHOOK_DELIVERIES.stored.dead, 0.0),
+    let (status, after, held) = match next {
+        Next::Delivered => (WEBHOOK_DELIVERIES.stored.done, 0.0, false),
+        Next::Retry { after_ms } => (WEBHOOK_DELIVERIES.stored.retry, after_ms, false),
+        Next::Held { after_ms } => (WEBHOOK_DELIVERIES.stored.retry, after_ms, true),
+        Next::Failed => (WEBHOOK_DELIVERIES.stored.dead, 0.0, false),
     };
     let marked = sql::execute(
         client,
         &MARK,
-        &[&claimed.id, &token, &status, &after, &attempt.status_code, &attempt.error_code],
+        &[&claimed.id, &token, &status, &after, &attempt.status_code, &attempt.error_code, &held],
     )
     .await?;
     Ok(marked == 1)

@@ -209,3 +209,60 @@ async fn concurrent_fair_claims_never_take_a_row_twice() {
     webhooks.dedup();
     assert_eq!((total, webhooks.len()), (240, 240), "every delivery claimed once");
 }
+
+/// Weights (issue 41): a clinic of weight 3 gets three times the share of a contended claim of a
+/// clinic of weight 1 — within one claim, and across many claims of a row or two (the turns carry
+/// over from claim to claim).
+#[tokio::test]
+async fn a_clinic_of_weight_three_gets_three_times_the_share_of_contended_claims() {
+    let fx = Fixture::new().await;
+    let (heavy, light) = (fx.workspace, clinic(&fx, "Light").await);
+    fx.db
+        .client()
+        .await
+        .execute("UPDATE workspaces SET delivery_weight = 3 WHERE id = $1", &[&heavy])
+        .await
+        .unwrap();
+    // Both have far more due than is claimed; the light clinic's rows are the older ones.
+    due_notifications(&fx, heavy, "appointment.reminder", 100, 60.0).await;
+    due_notifications(&fx, light, "appointment.reminder", 100, 600.0).await;
+
+    let report = sender(&fx, 8).step_due().await.unwrap();
+    assert_eq!(report.claimed, 8, "{report:?}");
+    assert_eq!(claimed_notifications(&fx, heavy).await, 6, "three rows per turn of the light clinic's one");
+    assert_eq!(claimed_notifications(&fx, light).await, 2);
+
+    // Claims of one row each: the turns carry over from claim to claim.
+    let single = sender(&fx, 1);
+    for _ in 0..40 {
+        assert_eq!(single.step_due().await.unwrap().claimed, 1);
+    }
+    let (heavy_claimed, light_claimed) =
+        (claimed_notifications(&fx, heavy).await, claimed_notifications(&fx, light).await);
+    assert_eq!(heavy_claimed + light_claimed, 48);
+    assert!(
+        (35..=37).contains(&heavy_claimed),
+        "weight 3 against 1 takes three quarters of 48: {heavy_claimed} against {light_claimed}"
+    );
+}
+
+/// Claims of one row (as many as the provider's rate allows) still take turns: a quiet clinic's
+/// newer row is not left behind a busy clinic's older ones of the same priority.
+#[tokio::test]
+async fn single_row_claims_take_turns_across_clinics() {
+    let fx = Fixture::new().await;
+    let busy = fx.workspace;
+    let quiet = clinic(&fx, "Quiet").await;
+    due_notifications(&fx, busy, "appointment.reminder", 50, 600.0).await;
+    let single = sender(&fx, 1);
+    for _ in 0..5 {
+        assert_eq!(single.step_due().await.unwrap().claimed, 1);
+    }
+    due_notifications(&fx, quiet, "appointment.reminder", 2, 1.0).await;
+
+    for _ in 0..4 {
+        assert_eq!(single.step_due().await.unwrap().claimed, 1);
+    }
+    assert_eq!(claimed_notifications(&fx, quiet).await, 2, "the quiet clinic's two rows went in turns");
+    assert_eq!(claimed_notifications(&fx, busy).await, 7);
+}

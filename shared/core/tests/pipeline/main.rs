@@ -21,3 +21,4 @@ mod sql_pipeline;
 mod support;
 mod waiting;
 mod webhook_numbering;
+mod webhook_throttle;
