@@ -16,7 +16,7 @@ import http from 'node:http';
 
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.PLAYWRIGHT);
-const { BASE, TOKEN, CODE, PLANTED, ENDPOINT, HOOK_PORT, DOCS, PROFILE } = process.env;
+const { BASE, TOKEN, CODE, PLANTED, ENDPOINT, PATIENT, HOOK_PORT, DOCS, PROFILE } = process.env;
 const REASON = 'browser test: provider back';
 const WATCHED = 45_000; // longer than the console's own watch window (30 s)
 
@@ -183,7 +183,27 @@ try {
   await show('deliveries-title');
   await shot('notifications');
   const email = await page.locator('#deliveries-rows tbody tr[data-id]').getAttribute('data-id');
+  // First the retry dies again: the patient's address was removed meanwhile (another staff member,
+  // through the API), so the watch must end at "→ 1 no_contact again: <code>", marked for attention.
+  const patch = (body) => fetch(BASE + '/v1/patients/' + PATIENT, {
+    method: 'PATCH',
+    headers: { authorization: 'Bearer ' + TOKEN, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  }).then((answer) => { if (!answer.ok) throw new Error('PATCH patient answered ' + answer.status); });
+  await patch({ email: null });
   await page.locator('#deliveries-reason').fill('bounce cleared');
+  await page.locator('#deliveries-retry-' + email).click();
+  await settled('#deliveries-row-result');
+  result.emailAgain = {
+    text: await text('#deliveries-row-result'),
+    attention: await page.locator('#deliveries-row-result').evaluate((node) => node.classList.contains('error')),
+  };
+  // The address is fixed; the row (now no_contact) is retried from the list again, watched until sent.
+  await patch({ email: 'probe@example.com' });
+  await page.locator('#deliveries-f-status').selectOption('no_contact');
+  await page.locator('#deliveries-search').click();
+  await page.waitForFunction((id) => document.querySelector('#deliveries-retry-' + id) !== null, email);
+  await page.locator('#deliveries-reason').fill('address fixed');
   await page.locator('#deliveries-retry-' + email).click();
   await settled('#deliveries-row-result');
   result.email = { id: email, text: await text('#deliveries-row-result') };

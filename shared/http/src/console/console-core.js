@@ -162,6 +162,7 @@ function outcome(line, text, isError) {
   if (isError && !token()) return line; // after Forget the screen stays clear
   line.textContent = text;
   line.classList.toggle('error', Boolean(isError));
+  delete line.dataset.watch; // a new outcome: what an earlier action's watch said no longer applies
   return line;
 }
 
