@@ -74,16 +74,43 @@ pub fn jwt_secret() -> anyhow::Result<String> {
     if let Some(secret) = clinic_core::config::var("CLINIC_JWT_SECRET") {
         return Ok(secret);
     }
-    let path = data_dir().join("jwt-secret");
+    jwt_secret_in(&data_dir())
+}
+
+/// The JWT secret kept in `dir` (`jwt-secret`), created on first use readable by its owner only
+/// (mode 0600, like the webhook key file): it signs every local token.
+fn jwt_secret_in(dir: &std::path::Path) -> anyhow::Result<String> {
+    let path = dir.join("jwt-secret");
     if let Ok(secret) = std::fs::read_to_string(&path) {
         if !secret.trim().is_empty() {
             return Ok(secret.trim().to_owned());
         }
     }
-    std::fs::create_dir_all(data_dir()).context("creating the local data folder")?;
+    std::fs::create_dir_all(dir).context("creating the local data folder")?;
     let secret = format!("{}{}", ulid::Ulid::generate(), ulid::Ulid::generate());
-    std::fs::write(&path, &secret).with_context(|| format!("writing {}", path.display()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(&path).with_context(|| format!("writing {}", path.display()))?;
+    std::io::Write::write_all(&mut file, secret.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(secret)
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_local_jwt_secret_is_created_for_its_owner_only_and_kept() {
+        let dir = std::env::temp_dir().join(format!("clinic-jwt-{}", ulid::Ulid::generate()));
+        let first = super::jwt_secret_in(&dir).unwrap();
+        let mode = std::fs::metadata(dir.join("jwt-secret")).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(super::jwt_secret_in(&dir).unwrap(), first, "kept across runs");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
 
 /// The webhook secret key of every local command (`clinic dev`, `clinic webhooks …`): one function,

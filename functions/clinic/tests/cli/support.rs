@@ -18,6 +18,14 @@ impl Output {
     }
 }
 
+/// One data folder per test process, under the system's temporary folder.
+fn scratch_data_dir() -> &'static std::path::Path {
+    static DIR: std::sync::LazyLock<std::path::PathBuf> = std::sync::LazyLock::new(|| {
+        std::env::temp_dir().join(format!("clinic-cli-data-{}", ulid::Ulid::generate()))
+    });
+    DIR.as_path()
+}
+
 /// Runs `clinic args…` on `app`'s database (logs at `warn`).
 pub async fn clinic(app: &TestApp, args: &[&str]) -> Output {
     clinic_with(app, &[], args).await
@@ -30,6 +38,8 @@ pub async fn clinic_with(app: &TestApp, env: &[(&str, &str)], args: &[&str]) -> 
         .env("DATABASE_URL", &app.db.url)
         .env("RUST_LOG", "warn")
         .env("CLINIC_WEBHOOK_KEY_FILE", clinic_testkit::webhook_key_file())
+        // Local files (the generated JWT secret, mail) go to a scratch folder, never the source tree.
+        .env("CLINIC_DATA_DIR", scratch_data_dir())
         .envs(env.iter().copied())
         .output()
         .await
