@@ -205,6 +205,9 @@ try {
   await page.waitForFunction((id) => document.querySelector('#deliveries-retry-' + id) !== null, email);
   await page.locator('#deliveries-reason').fill('address fixed');
   await page.locator('#deliveries-retry-' + email).click();
+  // The line still says how the first retry ended until this one answers: wait for its own outcome.
+  await page.waitForFunction((id) => document.querySelector('#deliveries-row-result').textContent
+    .startsWith('retry ' + id + ': no_contact'), email, { timeout: WATCHED });
   await settled('#deliveries-row-result');
   result.email = { id: email, text: await text('#deliveries-row-result') };
 
