@@ -36,6 +36,12 @@ async fn secrets(endpoint: &str) -> Secrets {
     Secrets::from_sdk(&sdk)
 }
 
+/// Creates a secret on the emulator; answers its ARN.
+async fn create_secret(secrets: &Secrets, name: impl Into<String>, value: impl Into<String>) -> String {
+    let created = secrets.client().create_secret().name(name).secret_string(value).send().await.unwrap();
+    created.arn.unwrap()
+}
+
 fn tag() -> String {
     ulid::Ulid::generate().to_string().to_lowercase()
 }
@@ -71,15 +77,7 @@ async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
     }
 
     let secrets = secrets(&endpoint).await;
-    let name = format!("clinic-db-{}", tag());
-    let created = secrets
-        .client()
-        .create_secret()
-        .name(&name)
-        .secret_string(login_json(&first, "initial"))
-        .send()
-        .await;
-    let arn = created.unwrap().arn.unwrap();
+    let arn = create_secret(&secrets, format!("clinic-db-{}", tag()), login_json(&first, "initial")).await;
 
     let login = DbLogin::start(DbLoginSecret::new(secrets.clone(), &arn))
         .await
@@ -160,15 +158,7 @@ async fn a_secret_is_read_by_arn_with_its_previous_version() {
         return;
     };
     let secrets = secrets(&endpoint).await;
-    let created = secrets
-        .client()
-        .create_secret()
-        .name(format!("clinic-key-{}", tag()))
-        .secret_string("first-key-0123456789abcdef")
-        .send()
-        .await
-        .unwrap();
-    let arn = created.arn.unwrap();
+    let arn = create_secret(&secrets, format!("clinic-key-{}", tag()), "first-key-0123456789abcdef").await;
     assert_eq!(secrets.read_versions(&arn).await.unwrap(), ("first-key-0123456789abcdef".into(), None));
     secrets
         .client()
@@ -198,15 +188,9 @@ async fn the_unsubscribe_key_is_read_by_arn_and_its_previous_version_still_verif
         return;
     };
     let secrets = secrets(&endpoint).await;
-    let created = secrets
-        .client()
-        .create_secret()
-        .name(format!("clinic-unsubscribe-{}", tag()))
-        .secret_string("unsubscribe-key-one-0123456789")
-        .send()
-        .await
-        .unwrap();
-    let arn = created.arn.unwrap();
+    let arn =
+        create_secret(&secrets, format!("clinic-unsubscribe-{}", tag()), "unsubscribe-key-one-0123456789")
+            .await;
     let now = chrono::Utc::now();
     let claims = Claims {
         workspace_id: clinic_core::ids::WorkspaceId::generate(),
@@ -253,15 +237,7 @@ async fn a_rotated_webhook_key_opens_old_rows_and_reseals_them_in_batches() {
     let generated = |seed: char| {
         std::iter::repeat_n(seed, 40).chain("0123456789abcdefghijklmnop".chars()).collect::<String>()
     };
-    let created = secrets
-        .client()
-        .create_secret()
-        .name(format!("clinic-webhook-key-{}", tag()))
-        .secret_string(generated('a'))
-        .send()
-        .await
-        .unwrap();
-    let arn = created.arn.unwrap();
+    let arn = create_secret(&secrets, format!("clinic-webhook-key-{}", tag()), generated('a')).await;
     let old = clinic_secrets::webhook_key(&secrets, &arn).await.unwrap();
 
     let db = clinic_testkit::fresh_db().await;
@@ -428,15 +404,9 @@ async fn a_rotated_database_password_is_re_read_when_postgres_refuses_it() {
     admin.batch_execute(&format!("CREATE ROLE {role} LOGIN PASSWORD 'first-password'")).await.unwrap();
 
     let secrets = secrets(&endpoint).await;
-    let created = secrets
-        .client()
-        .create_secret()
-        .name(format!("clinic-db-password-{}", tag()))
-        .secret_string(login_json(&role, "first-password"))
-        .send()
-        .await
-        .unwrap();
-    let arn = created.arn.unwrap();
+    let arn =
+        create_secret(&secrets, format!("clinic-db-password-{}", tag()), login_json(&role, "first-password"))
+            .await;
     let login =
         clinic_secrets::database_login(&secrets, &arn).await.unwrap().with_min_interval(Duration::ZERO);
     let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login)).unwrap();
