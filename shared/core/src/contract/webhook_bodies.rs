@@ -63,17 +63,20 @@ pub fn heartbeat_schema() -> Value {
     schema
 }
 
+/// The FHIR resource type of an event's resource (`appointment` → `Appointment`, …): what the id-only
+/// payload's `focus` references name, and what its schema allows.
+pub const fn fhir_resource_type(resource_type: ResourceType) -> &'static str {
+    match resource_type {
+        ResourceType::Appointment => "Appointment",
+        ResourceType::Patient => "Patient",
+        ResourceType::Practitioner => "Practitioner",
+    }
+}
+
 /// `^(Appointment|Patient|Practitioner)/<ULID>$`: a `focus` reference.
 fn focus_pattern() -> String {
-    let mut types: Vec<String> =
-        [ResourceType::Appointment, ResourceType::Patient, ResourceType::Practitioner]
-            .iter()
-            .map(|t| {
-                let name = t.as_str();
-                name[..1].to_uppercase() + &name[1..]
-            })
-            .collect();
-    types.sort();
+    let types = [ResourceType::Appointment, ResourceType::Patient, ResourceType::Practitioner]
+        .map(fhir_resource_type);
     format!("^({})/{ULID}$", types.join("|"))
 }
 
@@ -163,6 +166,13 @@ pub fn fhir_id_only_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resource_types_become_fhir_types() {
+        assert_eq!(fhir_resource_type(ResourceType::Appointment), "Appointment");
+        assert_eq!(fhir_resource_type(ResourceType::Patient), "Patient");
+        assert_eq!(fhir_resource_type(ResourceType::Practitioner), "Practitioner");
+    }
 
     #[test]
     fn the_focus_pattern_names_every_resource_type_by_its_fhir_name() {

@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use super::heartbeat::Heartbeat;
 use super::sequence::Sequence;
+use crate::contract::webhook_bodies::fhir_resource_type;
 use crate::events::Envelope;
 use crate::ids::WebhookEndpointId;
 
@@ -25,12 +26,6 @@ use crate::ids::WebhookEndpointId;
 pub const FORMAT: &str = "fhir-id-only";
 /// The media type of a FHIR JSON body.
 pub const CONTENT_TYPE: &str = "application/fhir+json";
-
-/// The FHIR resource type an event's resource is (`appointment` → `Appointment`, …).
-fn fhir_type(resource_type: &str) -> String {
-    let mut chars = resource_type.chars();
-    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
-}
 
 fn bundle(
     notification: &str,
@@ -70,7 +65,7 @@ pub fn event_notification(
     endpoint: WebhookEndpointId,
     status: &str,
 ) -> Value {
-    let focus = format!("{}/{}", fhir_type(envelope.resource_type.as_str()), envelope.resource_id);
+    let focus = format!("{}/{}", fhir_resource_type(envelope.resource_type), envelope.resource_id);
     let event = json!({
         "eventNumber": sequence.0.to_string(),
         "timestamp": envelope.occurred_at,
@@ -82,16 +77,4 @@ pub fn event_notification(
 /// A heartbeat: the status and the last number, no event.
 pub fn heartbeat(beat: &Heartbeat) -> Value {
     bundle("heartbeat", beat.endpoint_id, &beat.status, beat.last_sequence, beat.at, Vec::new())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resource_types_become_fhir_types() {
-        assert_eq!(fhir_type("appointment"), "Appointment");
-        assert_eq!(fhir_type("patient"), "Patient");
-        assert_eq!(fhir_type("practitioner"), "Practitioner");
-    }
 }
