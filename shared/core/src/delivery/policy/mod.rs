@@ -97,13 +97,15 @@ fn offset_changes(zone: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateT
     const STEP: i64 = 6 * 3600;
     let (mut low, end) = (from.timestamp(), to.timestamp());
     let mut changes = Vec::new();
+    let mut current = offset(low);
     while low < end {
         let high_end = (low + STEP).min(end);
-        if offset(low) != offset(high_end) {
+        let next = offset(high_end);
+        if next != current {
             let (mut before, mut after) = (low, high_end);
             while after - before > 1 {
                 let middle = before + (after - before) / 2;
-                if offset(middle) == offset(before) {
+                if offset(middle) == current {
                     before = middle
                 } else {
                     after = middle
@@ -111,7 +113,7 @@ fn offset_changes(zone: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateT
             }
             changes.extend(DateTime::from_timestamp(after, 0));
         }
-        low = high_end;
+        (low, current) = (high_end, next);
     }
     changes
 }
