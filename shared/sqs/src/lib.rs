@@ -63,7 +63,7 @@ pub fn webhook_body(source_prefix: &str) -> clinic_core::webhooks::BodyFn {
     let prefix = source_prefix.to_owned();
     std::sync::Arc::new(move |payload: Payload<'_>| match payload {
         Payload::Event { envelope, sequence } => {
-            let mut event = clinic_core::events::cloudevent::to_published_event(envelope, &prefix);
+            let mut event = clinic_core::contract::cloudevent::to_published_event(envelope, &prefix);
             event.sequence = Some(sequence.to_wire());
             serde_json::to_vec(&event).unwrap_or_default()
         }

@@ -10,7 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::events::cloudevent::CloudEvent;
+use crate::contract::cloudevent::CloudEvent;
 use crate::events::{Envelope, EventType};
 
 pub(super) fn generate<T: schemars::JsonSchema>() -> Value {

@@ -48,7 +48,7 @@ pub struct HeartbeatData {
 
 /// The `dataschema` of a heartbeat.
 pub fn heartbeat_dataschema() -> String {
-    format!("{}/{HEARTBEAT_SCHEMA_PATH}", super::schema_base())
+    format!("{}/{HEARTBEAT_SCHEMA_PATH}", crate::events::dataschema::schema_base())
 }
 
 /// The schema of a heartbeat's `data`.

@@ -46,6 +46,7 @@
 pub mod admin;
 mod config;
 mod enqueue;
+pub mod freshness;
 pub mod policy;
 mod priority;
 mod provider;

@@ -38,6 +38,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use deadpool_postgres::GenericClient;
 
+use super::freshness;
 use super::policy::{self, Decision, Notice, Preferences, QuietHours, SuppressReason};
 use super::provider::{Channel, OutgoingMessage, Providers};
 use super::sms;
@@ -48,7 +49,6 @@ use crate::disclosures::{self, Purpose};
 use crate::domain::contact::{from_stored, MessageKind};
 use crate::events::Actor;
 use crate::ids::{AppointmentId, PatientId, PractitionerId};
-use crate::listeners::{stale_at_send, Listener};
 use crate::{appointments, events, patients, practitioners, workspaces};
 
 /// One template: the email subject, the SMS text and the email body, with `{placeholders}`.
@@ -191,10 +191,10 @@ pub async fn prepare(
     else {
         return Ok(Prepared::NoContact("appointment_missing"));
     };
-    // Freshness at send time: the listener's own rule, against the state as it is now. A listener
-    // this build does not know (a newer build's row) is rendered as before.
-    if let Some(listener) = Listener::parse(&delivery.listener) {
-        if let Some(reason) = stale_at_send(listener, &appointment, parties, &envelope) {
+    // Freshness at send time: the template's rule, the one the listener applied before it committed
+    // the row, against the state as it is now.
+    if let Some(rule) = freshness::of_template(&delivery.template) {
+        if let Some(reason) = freshness::stale_reason(&appointment, parties, &envelope, rule) {
             return Ok(Prepared::Stale(reason));
         }
     }

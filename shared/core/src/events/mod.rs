@@ -13,7 +13,7 @@
 //! - `changedFields` holds field *names* from [`EventType::changeable_fields`], never values;
 //!   `idempotencyKey` is a keyed digest ([`KeyDigest`]), never the key the client sent.
 
-pub mod cloudevent;
+pub mod dataschema;
 pub mod read;
 pub mod store;
 
@@ -298,6 +298,12 @@ impl fmt::Debug for KeyDigest {
 /// The scheme prefix of a rendered [`KeyDigest`].
 pub const KEY_DIGEST_PREFIX: &str = "hmac-sha256:";
 
+/// The CloudEvents `source` of an event of `workspace_id` (webhook bodies carry the same):
+/// `<prefix>/workspaces/<workspaceId>`.
+pub fn event_source(prefix: &str, workspace_id: crate::ids::WorkspaceId) -> String {
+    format!("{}/workspaces/{}", prefix.trim_end_matches('/'), workspace_id)
+}
+
 /// Schema hints carried by every envelope.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -311,10 +317,7 @@ pub struct Metadata {
 
 impl Metadata {
     pub fn of(event_type: EventType, version: i32) -> Self {
-        Self {
-            envelope_version: ENVELOPE_VERSION,
-            dataschema: crate::contract::dataschema(event_type, version),
-        }
+        Self { envelope_version: ENVELOPE_VERSION, dataschema: dataschema::dataschema(event_type, version) }
     }
 }
 
@@ -363,7 +366,7 @@ pub struct Envelope {
     pub metadata: Metadata,
     /// The W3C trace context of the request that committed the event (`events.traceparent`). Not part
     /// of the envelope's JSON: it travels as the CloudEvents `traceparent` extension attribute
-    /// ([`cloudevent`]), as the distributed-tracing extension prescribes.
+    /// ([`crate::contract::cloudevent`]), as the distributed-tracing extension prescribes.
     #[serde(skip)]
     #[schemars(skip)]
     pub traceparent: Option<TraceParent>,

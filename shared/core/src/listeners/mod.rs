@@ -33,7 +33,6 @@ pub use pointer::{event_source, Delivery, Rejection, SourceClaim};
 pub use workflows::deliver;
 #[cfg(any(test, feature = "testing"))]
 pub use workflows::run;
-pub(crate) use workflows::stale_at_send;
 
 /// What a listener run did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -78,7 +78,7 @@ impl Rejection {
     }
 }
 
-pub use crate::events::cloudevent::event_source;
+pub use crate::events::event_source;
 
 /// The `source` a message carried and the prefix this deployment publishes with.
 #[derive(Debug, Clone, Copy)]

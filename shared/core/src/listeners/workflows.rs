@@ -12,9 +12,10 @@ use super::notify::{NewNotification, Notified, Notifier, RecipientKind};
 use super::pointer::{self, Checked, Delivery, Rejected};
 use super::{Listener, ListenerError, ListenerOutcome};
 use crate::appointments::repo::Parties;
-use crate::appointments::{self, Appointment, AppointmentStatus};
+use crate::appointments::{self, Appointment};
 use crate::context::Ctx;
 use crate::db::{sql, Tx};
+use crate::delivery::freshness::{self, stale_reason, NoticeRule, Recipient};
 use crate::disclosures::{self, Purpose};
 use crate::events::{Actor, Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId};
@@ -112,42 +113,29 @@ fn link_run(delivery: &Delivery<'_>, stored: &Envelope) {
 #[derive(Debug, Clone, Copy)]
 enum Work {
     /// Sends a notice about the event's appointment.
-    Notice(Notice),
+    Notice(NoticeRule),
     /// `patient.deleted`: cancels the patient's future appointments.
     CancelFutureAppointments,
     /// Creates one webhook delivery per subscribed endpoint.
     WebhookFanOut,
 }
 
-/// What a notification listener sends about an appointment: to whom, when it is still worth
-/// sending, and which template.
-#[derive(Debug, Clone, Copy)]
-struct Notice {
-    recipient: Recipient,
-    freshness: Freshness,
-    template: &'static str,
-}
-
 impl Work {
     /// What `listener` does for an event of `event_type`.
     fn of(listener: Listener, event_type: EventType) -> Work {
-        use Freshness::{Any, Current, StillBooked};
-        use Recipient::{Patient, Practitioner};
-        let (recipient, freshness, template) = match listener {
+        use freshness::*;
+        Work::Notice(match listener {
             Listener::CancelFutureAppointments => return Work::CancelFutureAppointments,
             Listener::WebhookFanOut => return Work::WebhookFanOut,
-            Listener::PatientBookingConfirmation => (Patient, Current, "appointment.booking_confirmation"),
-            Listener::PatientRescheduleNotice => (Patient, Current, "appointment.reschedule_notice"),
-            Listener::PatientReminder => (Patient, Current, "appointment.reminder"),
-            Listener::PatientCancellationNotice => (Patient, Any, "appointment.cancellation_notice"),
+            Listener::PatientBookingConfirmation => BOOKING_CONFIRMATION,
+            Listener::PatientRescheduleNotice => RESCHEDULE_NOTICE,
+            Listener::PatientReminder => REMINDER,
+            Listener::PatientCancellationNotice => CANCELLATION_NOTICE,
             Listener::PractitionerScheduleChange => match event_type {
-                EventType::AppointmentCancelled => {
-                    (Practitioner, Any, "appointment.schedule_change.cancelled")
-                }
-                _ => (Practitioner, StillBooked, "appointment.schedule_change.booked"),
+                EventType::AppointmentCancelled => SCHEDULE_CHANGE_CANCELLED,
+                _ => SCHEDULE_CHANGE_BOOKED,
             },
-        };
-        Work::Notice(Notice { recipient, freshness, template })
+        })
     }
 }
 
@@ -159,68 +147,6 @@ async fn reload(tx: &Tx<'_>, claim: &Envelope) -> Result<Option<(Appointment, Pa
     }
     let id = AppointmentId::from_ulid(claim.resource_id);
     Ok(appointments::repo::find_with_parties(tx, claim.workspace_id, id).await?)
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Recipient {
-    Patient,
-    Practitioner,
-}
-
-/// When the current appointment still warrants the notification.
-#[derive(Debug, Clone, Copy)]
-enum Freshness {
-    /// Still booked and not changed since the event (a later reschedule or cancellation sends its
-    /// own, newer notice).
-    Current,
-    /// Still booked (the time may have moved; the appointment is still on the schedule).
-    StillBooked,
-    /// Always valid (a cancellation notice stays true whatever happened later).
-    Any,
-}
-
-/// Why the current state makes `notice` stale, if it does.
-fn stale_reason(
-    appointment: &Appointment,
-    parties: Parties,
-    env: &Envelope,
-    notice: Notice,
-) -> Option<&'static str> {
-    let booked = appointment.status == AppointmentStatus::Booked;
-    let stale = match notice.freshness {
-        Freshness::Any => None,
-        Freshness::StillBooked if !booked => Some("appointment_not_booked"),
-        Freshness::StillBooked => None,
-        Freshness::Current if !booked => Some("appointment_not_booked"),
-        Freshness::Current if appointment.version > env.resource_version => Some("appointment_changed"),
-        Freshness::Current => None,
-    };
-    stale.or(match notice.recipient {
-        // A deleted patient is not contacted any more.
-        Recipient::Patient if !parties.patient_live => Some("patient_deleted"),
-        // A staff member is never notified of their own change.
-        Recipient::Practitioner => match env.actor {
-            Actor::Member { id } if parties.practitioner_member == Some(id) => Some("own_change"),
-            _ => None,
-        },
-        Recipient::Patient => None,
-    })
-}
-
-/// Why the current state makes the notification `listener` committed for `env` stale, if it does:
-/// the listener's own freshness rule ([`stale_reason`]), re-applied by the send-time render
-/// ([`crate::delivery::render`]) so a notice that waited in retry is never sent once it stopped being
-/// true. `None` for a listener that sends no notice.
-pub(crate) fn stale_at_send(
-    listener: Listener,
-    appointment: &Appointment,
-    parties: Parties,
-    env: &Envelope,
-) -> Option<&'static str> {
-    match Work::of(listener, env.event_type) {
-        Work::Notice(notice) => stale_reason(appointment, parties, env, notice),
-        Work::CancelFutureAppointments | Work::WebhookFanOut => None,
-    }
 }
 
 fn expect_resource(env: &Envelope, expected: ResourceType) -> Result<(), ListenerError> {
@@ -243,7 +169,7 @@ async fn notify_about_appointment(
     notifier: &dyn Notifier,
     listener: Listener,
     env: &Envelope,
-    notice: Notice,
+    notice: NoticeRule,
     reloaded: Option<(Appointment, Parties)>,
 ) -> Result<ListenerOutcome, ListenerError> {
     expect_resource(env, ResourceType::Appointment)?;

@@ -21,11 +21,16 @@ use crate::events::Envelope;
 /// How long a disabled endpoint keeps collecting (held) deliveries.
 pub const HOLD_DAYS: u32 = 30;
 
-/// The predicate "an endpoint of workspace $1 that is enabled, or disabled for less than
-/// [`HOLD_DAYS`], subscribes to type $2", used by the dispatcher's claim (whether to start the fan-out
-/// at all) and by the fan-out itself: defined once.
-pub const SUBSCRIBED: &str = "(w.enabled OR w.disabled_at > now() - interval '30 days') \
-     AND (w.event_types = '{}' OR $2::text = ANY (w.event_types))";
+/// The predicate "the endpoint `w` is enabled, or disabled for less than [`HOLD_DAYS`], and
+/// subscribes to the event type `event_type`" (an SQL expression of the caller's statement), used by
+/// the dispatcher's claim (whether to start the fan-out at all, through
+/// [`crate::listeners::map::fan_out_wanted`]) and by the fan-out itself: defined once.
+pub fn subscribed(event_type: &str) -> String {
+    format!(
+        "(w.enabled OR w.disabled_at > now() - interval '{HOLD_DAYS} days') \
+         AND (w.event_types = '{{}}' OR {event_type} = ANY (w.event_types))"
+    )
+}
 
 /// The subscribed endpoints without a delivery of the event are locked in id order (so two fan-outs
 /// of one workspace cannot deadlock), then one delivery each is inserted; the schema's trigger
@@ -37,11 +42,12 @@ pub const SUBSCRIBED: &str = "(w.enabled OR w.disabled_at > now() - interval '30
 fn insert_sql() -> String {
     format!(
         "WITH locked AS ( \
-           SELECT w.id, w.workspace_id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {SUBSCRIBED} \
+           SELECT w.id, w.workspace_id FROM webhook_endpoints w WHERE w.workspace_id = $1 AND {subscribed} \
              AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.event_id = $3) \
            ORDER BY w.id FOR UPDATE) \
          INSERT INTO webhook_deliveries (id, endpoint_id, workspace_id, event_id, event_type) \
-         SELECT gen_random_uuid(), id, workspace_id, $3, $2 FROM locked"
+         SELECT gen_random_uuid(), id, workspace_id, $3, $2 FROM locked",
+        subscribed = subscribed("$2::text")
     )
 }
 
@@ -59,6 +65,8 @@ mod tests {
 
     #[test]
     fn the_hold_window_in_the_predicate_is_the_documented_one() {
-        assert!(SUBSCRIBED.contains(&format!("interval '{HOLD_DAYS} days'")), "{SUBSCRIBED}");
+        let predicate = subscribed("$2::text");
+        assert!(predicate.contains(&format!("interval '{HOLD_DAYS} days'")), "{predicate}");
+        assert!(predicate.contains("$2::text = ANY (w.event_types)"), "{predicate}");
     }
 }

@@ -82,13 +82,13 @@ pub async fn claim(client: &impl GenericClient, batch: i64) -> Result<Vec<Heartb
 /// The heartbeat as a CloudEvent (`source` as the events' of its workspace).
 pub fn to_cloud_event(heartbeat: &Heartbeat, source_prefix: &str) -> Value {
     json!({
-        "specversion": crate::events::cloudevent::SPEC_VERSION,
+        "specversion": crate::contract::cloudevent::SPEC_VERSION,
         "id": heartbeat.id.to_string(),
-        "source": crate::events::cloudevent::event_source(source_prefix, heartbeat.workspace_id),
+        "source": crate::contract::cloudevent::event_source(source_prefix, heartbeat.workspace_id),
         "type": HEARTBEAT_TYPE,
         "subject": heartbeat.endpoint_id.to_string(),
         "time": heartbeat.at,
-        "datacontenttype": crate::events::cloudevent::DATA_CONTENT_TYPE,
+        "datacontenttype": crate::contract::cloudevent::DATA_CONTENT_TYPE,
         "dataschema": crate::contract::webhook_bodies::heartbeat_dataschema(),
         "tenantid": heartbeat.workspace_id.to_string(),
         "data": HeartbeatData {

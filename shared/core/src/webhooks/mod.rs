@@ -7,7 +7,7 @@
 //!   event), `UNIQUE(endpoint_id, event_id)`, in the listener's receipt transaction; a disabled
 //!   endpoint's deliveries are created and held until it is enabled (bounded by
 //!   [`fanout::HOLD_DAYS`]). The dispatcher starts the fan-out only for events that some such
-//!   endpoint subscribes to ([`crate::listeners::map::routed`], predicate [`fanout::SUBSCRIBED`]), so
+//!   endpoint subscribes to ([`crate::listeners::map::routed`], predicate [`fanout::subscribed`]), so
 //!   workspaces without webhooks pay nothing.
 //! - [`sender`]: claims due deliveries under a lease, checks the URL again ([`guard`]), POSTs the
 //!   signed identifier-only CloudEvent ([`signing`], [`client`]), records the attempt, marks fenced.

@@ -57,7 +57,7 @@ use crate::ids::{ClaimToken, EventId};
 use crate::lease::{RetryPolicy, Verdict};
 
 /// The body of a delivery: the event's identifier-only CloudEvent (built by the SQS transport's one
-/// builder, `events::cloudevent::to_published_event`, without the `listener` extension and with the
+/// builder, `contract::cloudevent::to_published_event`, without the `listener` extension and with the
 /// delivery's number as the `sequence` extension; injected as `clinic_sqs::webhook_body`).
 pub type BodyFn = Arc<dyn Fn(Payload<'_>) -> Vec<u8> + Send + Sync>;
 

@@ -144,10 +144,10 @@ async fn exported_spans_of_a_booking_run_carry_ids_only_and_link_to_the_committi
         WebhookConfig { egress: Egress { allow_loopback_http: true }, ..WebhookConfig::default() },
         clinic_testkit::webhook_key(),
         Arc::new(|payload: clinic_core::webhooks::Payload<'_>| match payload {
-            clinic_core::webhooks::Payload::Event { envelope, .. } => {
-                serde_json::to_vec(&clinic_core::events::cloudevent::to_published_event(envelope, "/clinic"))
-                    .unwrap_or_default()
-            }
+            clinic_core::webhooks::Payload::Event { envelope, .. } => serde_json::to_vec(
+                &clinic_core::contract::cloudevent::to_published_event(envelope, "/clinic"),
+            )
+            .unwrap_or_default(),
             clinic_core::webhooks::Payload::Heartbeat(_) => Vec::new(),
         }),
     ));

@@ -21,16 +21,13 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+pub use crate::events::event_source;
 use crate::events::Envelope;
 use crate::listeners::Listener;
 use crate::telemetry::TraceParent;
 
 pub const SPEC_VERSION: &str = "1.0";
 
-/// The CloudEvents `source` of an event of `workspace_id`: `<prefix>/workspaces/<workspaceId>`.
-pub fn event_source(prefix: &str, workspace_id: crate::ids::WorkspaceId) -> String {
-    format!("{}/workspaces/{}", prefix.trim_end_matches('/'), workspace_id)
-}
 pub const DATA_CONTENT_TYPE: &str = "application/json";
 
 /// A structured-mode CloudEvent carrying an envelope.
@@ -101,7 +98,7 @@ pub fn to_published_event(envelope: &Envelope, source_prefix: &str) -> CloudEven
         id: envelope.id.to_string(),
         source: event_source(source_prefix, envelope.workspace_id),
         event_type: cloud_event_type(envelope),
-        dataschema: crate::contract::dataschema(envelope.event_type, envelope.version),
+        dataschema: super::dataschema(envelope.event_type, envelope.version),
         subject: envelope.resource_id.to_string(),
         time: envelope.occurred_at,
         datacontenttype: DATA_CONTENT_TYPE.into(),
