@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::webhook_bodies::{FHIR_ID_ONLY_SCHEMA_PATH, HEARTBEAT_SCHEMA_PATH, HEARTBEAT_TYPE};
 use super::{schema_path, CLOUDEVENT_SCHEMA_PATH};
 use crate::events::EventType;
-use crate::listeners::{listeners, Listener};
+use crate::listeners::map::{listeners, Listener};
 
 /// The AMQP baseline's topic exchange.
 pub const AMQP_EXCHANGE: &str = "clinic.events";

@@ -11,7 +11,7 @@
 use std::fmt::Write;
 
 use crate::events::EventType;
-use crate::listeners::{listeners, Listener};
+use crate::listeners::map::{listeners, Listener};
 
 /// How an event type comes to be recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

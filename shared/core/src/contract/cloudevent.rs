@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::events::event_source;
 use crate::events::Envelope;
-use crate::listeners::Listener;
+use crate::listeners::map::Listener;
 use crate::telemetry::TraceParent;
 
 pub const SPEC_VERSION: &str = "1.0";

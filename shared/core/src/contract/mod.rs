@@ -15,6 +15,10 @@
 //!   [`DEFAULT_SCHEMA_BASE_URL`], `clinic dev`'s address) followed by the schema's path, so it resolves
 //!   through the API that serves it. It lives with the envelope ([`crate::events::dataschema`]), whose
 //!   `metadata` carries it; this module publishes what it points at.
+//! - Floors: the contract sits above [`crate::events`] (the types it publishes) and reads the
+//!   listener catalog ([`crate::listeners::map`], which imports only the event types) for the listener
+//!   channels and the CloudEvent `listener` extension; nothing else of the listeners. The webhooks and
+//!   the SQS transport sit above it (they send its documents).
 
 pub mod asyncapi;
 #[cfg(any(test, feature = "testing"))]

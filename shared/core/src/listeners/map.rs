@@ -1,5 +1,9 @@
 //! The listener catalog and the compile-checked listener map.
 //!
+//! It imports nothing of the core but [`EventType`]: [`crate::contract`] reads the catalog (the
+//! AsyncAPI channels, the CloudEvent `listener` extension, the event catalog) from here, the one
+//! import from below into the listeners module.
+//!
 //! Invariants:
 //! - [`Listener`] is fieldless; its `as_str` names are stable (they are part of idempotency keys,
 //!   `listener_starts`, `listener_receipts`, queue configuration and message attributes) and never
@@ -9,7 +13,7 @@
 //! - [`Listener::WebhookFanOut`] may run for every event type; the dispatcher starts it for an event
 //!   only when a webhook endpoint of the event's workspace subscribes to its type — enabled, or
 //!   disabled for less than `webhooks::fanout::HOLD_DAYS` (its deliveries are held) — decided in the
-//!   claim statement by the one predicate `webhooks::fanout::subscribed` ([`fan_out_wanted`]), one cheap indexed probe per
+//!   claim statement by the one predicate `webhooks::fanout::subscribed`, one cheap indexed probe per
 //!   claimed row: [`routed`]. [`listeners`]
 //!   lists the built-in listeners every event of a type gets.
 
@@ -83,17 +87,9 @@ pub fn listeners(event: EventType) -> &'static [Listener] {
 }
 
 /// The listeners the dispatcher starts for an event: [`listeners`], then the webhook fan-out when
-/// `webhooks` (an endpoint of the workspace subscribes to the type: [`fan_out_wanted`]).
+/// `webhooks` (an endpoint of the workspace subscribes to the type: `webhooks::fanout::subscribed`).
 pub fn routed(event: EventType, webhooks: bool) -> impl Iterator<Item = Listener> {
     listeners(event).iter().copied().chain(webhooks.then_some(Listener::WebhookFanOut))
-}
-
-/// The SQL condition, over the endpoint alias `w` of the event's workspace, under which the claim
-/// starts [`Listener::WebhookFanOut`] for an event of type `event_type` (an SQL expression): the
-/// fan-out's own predicate ([`crate::webhooks::fanout::subscribed`]), so the claim and the fan-out
-/// cannot disagree on who subscribes.
-pub fn fan_out_wanted(event_type: &str) -> String {
-    crate::webhooks::fanout::subscribed(event_type)
 }
 
 /// True when `listener` may run for `event` (a message naming another pair is permanently wrong).

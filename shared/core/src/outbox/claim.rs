@@ -21,7 +21,7 @@ fn claim_sql() -> &'static str {
             .replace("{CLAIM_OR_BURY}", &queue.claim_or_bury_set("o", "$5", "$2::uuid", "$4", Some("$3")))
             .replace("{DEAD}", &format!("'{}'", queue.stored.dead))
             .replace("{ENVELOPE_COLUMNS}", ENVELOPE_COLUMNS)
-            .replace("{SUBSCRIBED_TO_E}", &crate::listeners::map::fan_out_wanted("e.type"))
+            .replace("{SUBSCRIBED_TO_E}", &crate::webhooks::fanout::subscribed("e.type"))
     })
 }
 

@@ -23,8 +23,8 @@ pub const HOLD_DAYS: u32 = 30;
 
 /// The predicate "the endpoint `w` is enabled, or disabled for less than [`HOLD_DAYS`], and
 /// subscribes to the event type `event_type`" (an SQL expression of the caller's statement), used by
-/// the dispatcher's claim (whether to start the fan-out at all, through
-/// [`crate::listeners::map::fan_out_wanted`]) and by the fan-out itself: defined once.
+/// the dispatcher's claim (`outbox/claim.sql`: whether to start the fan-out at all, with the event's
+/// type column) and by the fan-out itself (with its type parameter): defined once.
 pub fn subscribed(event_type: &str) -> String {
     format!(
         "(w.enabled OR w.disabled_at > now() - interval '{HOLD_DAYS} days') \
