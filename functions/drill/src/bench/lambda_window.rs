@@ -18,6 +18,7 @@
 //!   environments still draining then are killed with the platform; their answers are not counted.
 
 use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,20 +199,68 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     Ok(())
 }
 
-/// `CLINIC_BENCH_DISPATCHER_BIN`, else `clinic-dispatcher` beside this binary (same profile).
+/// What the section runs, found (or built) before any section of the run starts, so `bench all` never
+/// stops at this section after the earlier ones ran: the dispatcher binary ([`dispatcher_binary`]) and
+/// an SQS emulator (`CLINIC_TEST_SQS_ENDPOINT`, or `moto_server` on PATH).
+pub fn prerequisites() -> anyhow::Result<()> {
+    dispatcher_binary()?;
+    let endpoint = clinic_core::config::var("CLINIC_TEST_SQS_ENDPOINT").is_some();
+    let moto = std::process::Command::new("moto_server")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    anyhow::ensure!(
+        endpoint || moto,
+        "the lambda-window section needs an SQS emulator: install moto_server (pip install 'moto[server]') \
+         or set CLINIC_TEST_SQS_ENDPOINT"
+    );
+    Ok(())
+}
+
+/// `CLINIC_BENCH_DISPATCHER_BIN`, else `clinic-dispatcher` beside this binary (same profile and
+/// target folder), built there first when missing and this binary was built from the workspace.
 fn dispatcher_binary() -> anyhow::Result<PathBuf> {
     if let Some(path) = clinic_core::config::var("CLINIC_BENCH_DISPATCHER_BIN") {
         return Ok(PathBuf::from(path));
     }
-    let exe = std::env::current_exe().context("locating the clinic binary")?;
+    let exe = std::env::current_exe().context("locating the clinic-drill binary")?;
     let beside = exe.with_file_name("clinic-dispatcher");
-    anyhow::ensure!(
-        beside.exists(),
-        "{} does not exist: build it first (cargo build{} -p clinic-dispatcher) or set CLINIC_BENCH_DISPATCHER_BIN",
-        beside.display(),
-        if cfg!(debug_assertions) { "" } else { " --release" }
-    );
+    if !beside.exists() {
+        build_dispatcher(&exe)?;
+    }
     Ok(beside)
+}
+
+/// `cargo build [--release] -p clinic-dispatcher` into the target folder `exe` runs from; on failure
+/// the error says the one command to run first.
+fn build_dispatcher(exe: &std::path::Path) -> anyhow::Result<()> {
+    let release = !cfg!(debug_assertions);
+    let command = format!("cargo build{} -p clinic-dispatcher", if release { " --release" } else { "" });
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+    // Only into a cargo target folder (it holds `CACHEDIR.TAG`): a copied binary builds nothing.
+    let target_dir =
+        exe.parent().and_then(|profile| profile.parent()).filter(|dir| dir.join("CACHEDIR.TAG").exists());
+    let (true, Some(target_dir)) = (manifest.exists(), target_dir) else {
+        anyhow::bail!(
+            "{} does not exist: build it first ({command}) or set CLINIC_BENCH_DISPATCHER_BIN",
+            exe.with_file_name("clinic-dispatcher").display()
+        );
+    };
+    eprintln!("building the dispatcher Lambda binary the lambda-window section runs: {command}");
+    let mut cargo = std::process::Command::new("cargo");
+    cargo.args(["build", "-p", "clinic-dispatcher", "--manifest-path"]).arg(&manifest);
+    cargo.arg("--target-dir").arg(target_dir);
+    if release {
+        cargo.arg("--release");
+    }
+    let status = cargo.status();
+    anyhow::ensure!(
+        status.as_ref().is_ok_and(|status| status.success()),
+        "building clinic-dispatcher failed ({status:?}): run `{command}` first, or set CLINIC_BENCH_DISPATCHER_BIN"
+    );
+    Ok(())
 }
 
 /// The window for `period`: a 60 s schedule's window scaled to whole seconds (at least 1 s), rounded

@@ -233,6 +233,9 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
         options.transport_latency_ms.iter().all(|ms| *ms <= 10_000),
         "--transport-latency-ms values must be 0-10000"
     );
+    if sections.iter().any(|section| matches!(section, Section::LambdaWindow)) {
+        lambda_window::prerequisites()?;
+    }
     let (admin_url, cluster) = clinic::settings::database()?;
     let outcome = run_sections(&admin_url, &options, sections).await;
     if let Some(cluster) = cluster {
