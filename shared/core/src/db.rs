@@ -23,6 +23,7 @@ use tokio_postgres::Client;
 
 pub mod conninfo;
 pub mod login;
+pub mod sql;
 pub mod timeouts;
 pub mod tls;
 
@@ -359,119 +360,6 @@ async fn apply_pending(client: &mut Client) -> Result<Vec<i32>, DbError> {
     Ok(applied)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn migration_list_matches_the_migrations_folder() {
-        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
-        let mut files: Vec<String> = std::fs::read_dir(folder)
-            .unwrap()
-            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(".sql"))
-            .collect();
-        files.sort_by_key(|name| name[1..name.find("__").unwrap()].parse::<i32>().unwrap());
-        let listed: Vec<String> =
-            MIGRATIONS.iter().map(|m| format!("V{}__{}.sql", m.version, m.name)).collect();
-        assert_eq!(files, listed);
-        assert!(MIGRATIONS.windows(2).all(|pair| pair[1].version == pair[0].version + 1));
-    }
-}
-
-/// Statement helpers: every query goes through the connection's prepared-statement cache, so a
-/// statement is parsed once per connection and each later call is a single round trip.
-pub mod sql {
-    use deadpool_postgres::GenericClient;
-    use tokio_postgres::types::ToSql;
-    use tokio_postgres::Row;
-
-    pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
-
-    pub async fn query(
-        client: &impl GenericClient,
-        sql: &str,
-        params: Params<'_>,
-    ) -> Result<Vec<Row>, tokio_postgres::Error> {
-        let statement = client.prepare_cached(sql).await?;
-        client.query(&statement, params).await
-    }
-
-    pub async fn query_opt(
-        client: &impl GenericClient,
-        sql: &str,
-        params: Params<'_>,
-    ) -> Result<Option<Row>, tokio_postgres::Error> {
-        let statement = client.prepare_cached(sql).await?;
-        client.query_opt(&statement, params).await
-    }
-
-    pub async fn query_one(
-        client: &impl GenericClient,
-        sql: &str,
-        params: Params<'_>,
-    ) -> Result<Row, tokio_postgres::Error> {
-        let statement = client.prepare_cached(sql).await?;
-        client.query_one(&statement, params).await
-    }
-
-    pub async fn execute(
-        client: &impl GenericClient,
-        sql: &str,
-        params: Params<'_>,
-    ) -> Result<u64, tokio_postgres::Error> {
-        let statement = client.prepare_cached(sql).await?;
-        client.execute(&statement, params).await
-    }
-
-    /// Runs a pipelined group: `statements` (every statement the group's futures send) are put into
-    /// the connection's cache first — those not yet there are prepared together, in one round trip —
-    /// then the futures of `group` (a tuple of the helpers above, one statement each) are joined in
-    /// the order written.
-    ///
-    /// Why that gives one round trip in order: once each statement of a group is cached, the
-    /// helpers above send their statement when first polled, without waiting for anything, and
-    /// [`Group::join_in_order`] polls its futures in the order written (`futures::future::join*`;
-    /// never `tokio::join!`, which rotates). So the group goes out in one round trip, in that order,
-    /// and PostgreSQL runs the statements one after another in that order, exactly as if each had
-    /// been awaited before the next. Without the cache step, a statement that had to be prepared
-    /// first could be overtaken by a later cached one. When one statement of a group fails, the
-    /// later ones fail too (the transaction is aborted), so a caller reads the results in order and
-    /// answers the first failure.
-    pub async fn pipeline<G: Group>(
-        client: &impl GenericClient,
-        statements: &[&str],
-        group: G,
-    ) -> Result<G::Output, tokio_postgres::Error> {
-        futures::future::try_join_all(statements.iter().map(|sql| client.prepare_cached(sql))).await?;
-        Ok(group.join_in_order().await)
-    }
-
-    /// The futures of a pipelined group (see [`pipeline`]): tuples of two or three, joined by a join
-    /// that polls them in the order written.
-    pub trait Group {
-        type Output;
-        type Joined: std::future::Future<Output = Self::Output>;
-        fn join_in_order(self) -> Self::Joined;
-    }
-
-    impl<A: std::future::Future, B: std::future::Future> Group for (A, B) {
-        type Output = (A::Output, B::Output);
-        type Joined = futures::future::Join<A, B>;
-        fn join_in_order(self) -> Self::Joined {
-            futures::future::join(self.0, self.1)
-        }
-    }
-
-    impl<A: std::future::Future, B: std::future::Future, C: std::future::Future> Group for (A, B, C) {
-        type Output = (A::Output, B::Output, C::Output);
-        type Joined = futures::future::Join3<A, B, C>;
-        fn join_in_order(self) -> Self::Joined {
-            futures::future::join3(self.0, self.1, self.2)
-        }
-    }
-}
-
 /// True for errors worth retrying: a lost connection, a serialization failure or deadlock, or the
 /// server shutting down or starting up.
 pub fn is_transient(error: &tokio_postgres::Error) -> bool {
@@ -503,4 +391,24 @@ pub fn violated_constraint(error: &tokio_postgres::Error) -> Option<&str> {
 /// as that role (the login user must be allowed to `SET ROLE` to it).
 pub fn url_with_role(url: &str, role: &str) -> String {
     with_role(url, role)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migration_list_matches_the_migrations_folder() {
+        let folder = concat!(env!("CARGO_MANIFEST_DIR"), "/../../migrations");
+        let mut files: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(".sql"))
+            .collect();
+        files.sort_by_key(|name| name[1..name.find("__").unwrap()].parse::<i32>().unwrap());
+        let listed: Vec<String> =
+            MIGRATIONS.iter().map(|m| format!("V{}__{}.sql", m.version, m.name)).collect();
+        assert_eq!(files, listed);
+        assert!(MIGRATIONS.windows(2).all(|pair| pair[1].version == pair[0].version + 1));
+    }
 }

@@ -24,6 +24,10 @@
 //!   no token in time is held. A throttling answer
 //!   ([`super::provider::THROTTLED`]) is a hold too — `retry` with the attempt given back, so a
 //!   throttling provider never walks a row to `dead` — and slows the provider's bucket.
+//!
+//! Over the 500-line guideline: one type, [`Sender`], whose steps (reserve rate tokens, claim, render,
+//! provider call, fenced mark, give back) share its pool, providers, pace and config, and the report
+//! its steps add up to.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -36,6 +36,10 @@
 //! attempt is recorded with `secret_unreadable` and retried on the schedule (a key fixed within it
 //! resumes the deliveries; after that they fail and can be recovered). The first scheduled run of
 //! a process seals the legacy rows still holding a clear secret ([`endpoints::seal_clear`]).
+//!
+//! Over the 500-line guideline: one type, [`WebhookSender`], whose steps (claim, attempt, signed post,
+//! heartbeats, re-sealing, disabling failing endpoints) share its pool, key, resolver and config; its
+//! retry schedule's tests are at the end.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,8 @@
 //! The dispatcher with the local transport against real PostgreSQL: end to end, crash recovery,
 //! retries, partial failures, fencing, racing dispatchers and the drain loop.
+//!
+//! Over the 500-line guideline: sixteen cases of one subject (the local-transport dispatcher) sharing
+//! its seeding and waiting helpers.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

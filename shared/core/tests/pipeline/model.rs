@@ -19,6 +19,9 @@
 //! Seeds: `MODEL_SEED=<n>` replays one case exactly; `MODEL_CASES` / `MODEL_STEPS` /
 //! `MODEL_MINUTES` run longer by hand (docs/contributing.md). Every failure names the seed, the step
 //! and the actions so far, and a shorter failing walk of the same seed (fewer steps).
+//!
+//! Longer than the 500-line guideline on purpose: the reference model, its random transitions, the
+//! invariants checked after every step and the shrinking replay are one state machine read together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;

@@ -14,6 +14,9 @@
 //!   retry has had its attempt, and every `sent` row reached the provider.
 //!
 //! `MODEL_SEED`, `MODEL_CASES`, `MODEL_STEPS` and `MODEL_MINUTES` work as for the outbox walk.
+//!
+//! Just over the 500-line guideline: the notification queue's model, transitions and invariants are one
+//! state machine read together, like the outbox walk's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

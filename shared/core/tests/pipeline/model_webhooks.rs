@@ -17,6 +17,9 @@
 //!   every operator retry has had its attempt, and every `delivered` row reached the receiver.
 //!
 //! `MODEL_SEED`, `MODEL_CASES`, `MODEL_STEPS` and `MODEL_MINUTES` work as for the outbox walk.
+//!
+//! Over the 500-line guideline: the webhook queue's model, transitions and invariants are one state
+//! machine read together, like the outbox walk's.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,8 @@
 //! Operating without SQL (issue 17): explain an event end to end, bulk recovery by filter with a dry
 //! run, durable listener pauses held by the dispatcher, and the console's assets.
+//!
+//! Over the 500-line guideline: nine cases of one subject (operating without SQL) sharing one seeded
+//! app and its helpers.
 
 use super::support::{event_of, Scene};
 use clinic_core::ids::EventId;

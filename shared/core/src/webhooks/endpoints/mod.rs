@@ -1,5 +1,6 @@
 //! Webhook endpoints: what an admin registers, and the one repository over `webhook_endpoints` and
-//! its append-only audit `webhook_endpoint_actions`.
+//! its append-only audit `webhook_endpoint_actions`. What a create or update request may say is
+//! [`request`]'s.
 //!
 //! Invariants:
 //! - Every change runs on the caller's transaction together with its audit row (action, actor, the
@@ -21,20 +22,20 @@ use deadpool_postgres::GenericClient;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+mod request;
+
+pub use request::{
+    EndpointChange, NewEndpoint, DEFAULT_HEARTBEAT_SECONDS, MAX_HEARTBEAT_SECONDS, PAYLOAD_FORMATS,
+};
+
 use super::secret_box::{OpenError, SealError, WebhookKey};
 use super::signing::Secret;
 use crate::db::sql;
-use crate::domain::input::{self, FieldError};
+use crate::domain::input::FieldError;
 use crate::error::{DomainError, DomainResult};
 use crate::events::EventType;
 use crate::ids::{WebhookEndpointId, WorkspaceId};
 
-const MAX_EVENT_TYPES: usize = 20;
-/// Heartbeat interval when none is asked for (seconds; 0 = no heartbeats).
-pub const DEFAULT_HEARTBEAT_SECONDS: i32 = 300;
-/// The longest heartbeat interval (a day).
-pub const MAX_HEARTBEAT_SECONDS: i32 = 86_400;
-const MAX_DESCRIPTION: usize = 200;
 /// The most endpoints one workspace may have (each costs a fan-out row per event and a heartbeat).
 pub const MAX_ENDPOINTS_PER_WORKSPACE: i64 = 25;
 /// The longest rotation overlap an admin may ask for.
@@ -90,163 +91,6 @@ pub struct Signing {
 impl Signing {
     pub fn all(&self) -> Vec<&Secret> {
         std::iter::once(&self.current).chain(self.previous.as_ref()).collect()
-    }
-}
-
-/// A create request (`POST /v1/webhooks/endpoints`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewEndpoint {
-    pub url: String,
-    pub description: String,
-    pub event_types: Vec<EventType>,
-    pub heartbeat_seconds: i32,
-    pub payload_format: &'static str,
-}
-
-/// An update (`PATCH`): any subset.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct EndpointChange {
-    pub url: Option<String>,
-    pub description: Option<String>,
-    pub event_types: Option<Vec<EventType>>,
-    pub enabled: Option<bool>,
-    pub heartbeat_seconds: Option<i32>,
-    pub payload_format: Option<&'static str>,
-}
-
-impl EndpointChange {
-    /// The names of the fields this change sets (the audit's detail).
-    pub fn fields(&self) -> Vec<&'static str> {
-        let mut fields = Vec::new();
-        for (set, name) in [
-            (self.url.is_some(), "url"),
-            (self.description.is_some(), "description"),
-            (self.event_types.is_some(), "eventTypes"),
-            (self.enabled.is_some(), "enabled"),
-            (self.heartbeat_seconds.is_some(), "heartbeatSeconds"),
-            (self.payload_format.is_some(), "payloadFormat"),
-        ] {
-            if set {
-                fields.push(name);
-            }
-        }
-        fields
-    }
-}
-
-fn object(body: &Value) -> Result<&serde_json::Map<String, Value>, FieldError> {
-    body.as_object().ok_or_else(|| FieldError::new("body", "must be a JSON object"))
-}
-
-fn reject_unknown(map: &serde_json::Map<String, Value>, known: &[&str]) -> Result<(), FieldError> {
-    match map.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(key) => Err(FieldError::new(key.clone(), "is not a field of this request")),
-        None => Ok(()),
-    }
-}
-
-fn url_field(value: &Value) -> Result<String, FieldError> {
-    let url = value.as_str().ok_or_else(|| FieldError::new("url", "must be a string"))?;
-    super::guard::EndpointUrl::parse(url)
-        .map_err(|refused| FieldError::new("url", refused.to_string()))
-        .map(|_| url.to_owned())
-}
-
-fn description_field(value: &Value) -> Result<String, FieldError> {
-    let text = value.as_str().ok_or_else(|| FieldError::new("description", "must be a string"))?;
-    if text.chars().count() > MAX_DESCRIPTION || text.chars().any(char::is_control) {
-        return Err(FieldError::new(
-            "description",
-            format!("must be at most {MAX_DESCRIPTION} characters without control characters"),
-        ));
-    }
-    Ok(text.to_owned())
-}
-
-/// The body formats an endpoint may take.
-pub const PAYLOAD_FORMATS: [&str; 2] = ["cloudevents", super::fhir::FORMAT];
-
-fn payload_format_field(value: &Value) -> Result<&'static str, FieldError> {
-    let name = value.as_str().unwrap_or_default();
-    PAYLOAD_FORMATS
-        .into_iter()
-        .find(|format| *format == name)
-        .ok_or_else(|| FieldError::new("payloadFormat", "must be cloudevents or fhir-id-only"))
-}
-
-fn heartbeat_field(value: &Value) -> Result<i32, FieldError> {
-    value
-        .as_number()
-        .and_then(input::integer)
-        .and_then(|n| i32::try_from(n).ok())
-        .filter(|n| (0..=MAX_HEARTBEAT_SECONDS).contains(n))
-        .ok_or_else(|| {
-            FieldError::new(
-                "heartbeatSeconds",
-                format!("must be a whole number of seconds, 0 (no heartbeats) to {MAX_HEARTBEAT_SECONDS}"),
-            )
-        })
-}
-
-fn event_types_field(value: &Value) -> Result<Vec<EventType>, FieldError> {
-    let bad = || FieldError::new("eventTypes", "must be a list of event type names (empty: every type)");
-    let items = value.as_array().ok_or_else(bad)?;
-    if items.len() > MAX_EVENT_TYPES {
-        return Err(FieldError::new("eventTypes", format!("must list at most {MAX_EVENT_TYPES} types")));
-    }
-    let mut types = Vec::with_capacity(items.len());
-    for item in items {
-        let name = item.as_str().ok_or_else(bad)?;
-        let parsed = EventType::parse(name)
-            .ok_or_else(|| FieldError::new("eventTypes", format!("unknown event type {name:?}")))?;
-        if !types.contains(&parsed) {
-            types.push(parsed);
-        }
-    }
-    Ok(types)
-}
-
-impl TryFrom<&Value> for NewEndpoint {
-    type Error = FieldError;
-
-    fn try_from(body: &Value) -> Result<Self, FieldError> {
-        let map = object(body)?;
-        reject_unknown(map, &["url", "description", "eventTypes", "heartbeatSeconds", "payloadFormat"])?;
-        let url = url_field(map.get("url").ok_or_else(|| FieldError::new("url", "is required"))?)?;
-        let description = map.get("description").map(description_field).transpose()?.unwrap_or_default();
-        let event_types = map.get("eventTypes").map(event_types_field).transpose()?.unwrap_or_default();
-        let heartbeat_seconds = map
-            .get("heartbeatSeconds")
-            .map(heartbeat_field)
-            .transpose()?
-            .unwrap_or(DEFAULT_HEARTBEAT_SECONDS);
-        let payload_format =
-            map.get("payloadFormat").map(payload_format_field).transpose()?.unwrap_or(PAYLOAD_FORMATS[0]);
-        Ok(NewEndpoint { url, description, event_types, heartbeat_seconds, payload_format })
-    }
-}
-
-impl TryFrom<&Value> for EndpointChange {
-    type Error = FieldError;
-
-    fn try_from(body: &Value) -> Result<Self, FieldError> {
-        let map = object(body)?;
-        reject_unknown(
-            map,
-            &["url", "description", "eventTypes", "enabled", "heartbeatSeconds", "payloadFormat"],
-        )?;
-        let change = EndpointChange {
-            url: map.get("url").map(url_field).transpose()?,
-            description: map.get("description").map(description_field).transpose()?,
-            event_types: map.get("eventTypes").map(event_types_field).transpose()?,
-            enabled: input::boolean("enabled", map.get("enabled"))?,
-            heartbeat_seconds: map.get("heartbeatSeconds").map(heartbeat_field).transpose()?,
-            payload_format: map.get("payloadFormat").map(payload_format_field).transpose()?,
-        };
-        if change.fields().is_empty() {
-            return Err(FieldError::new("body", "names no field to change"));
-        }
-        Ok(change)
     }
 }
 
