@@ -20,5 +20,6 @@ mod overlap;
 mod sql_pipeline;
 mod support;
 mod waiting;
+mod walk;
 mod webhook_numbering;
 mod webhook_throttle;

@@ -24,10 +24,8 @@
 //! invariants checked after every step and the shrinking replay are one state machine read together.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use clinic_core::dispatch::testing::{fast_config, NoopTransport};
@@ -43,23 +41,7 @@ use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 
 use super::support::Fixture;
-
-/// splitmix64: a tiny deterministic generator (the same seed walks the same actions).
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    pub(super) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+use super::walk::{compare_rows, run_walks, walk, ModelWalk, Names, Rng};
 
 /// What the transport stand-in answers to one dispatcher call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,108 +282,6 @@ impl Walk {
         }
     }
 
-    fn choose(&self, rng: &mut Rng) -> Action {
-        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
-        match rng.below(21) {
-            0..=3 => Action::Commit,
-            4..=11 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
-            12..=13 => Action::TimePasses,
-            14 => Action::Pause(rng.below(walk_listeners().len())),
-            15 => Action::Resume(rng.below(walk_listeners().len())),
-            16..=17 => Action::Retry(pick(rng)),
-            18 => Action::Replay(pick(rng)),
-            19 => Action::Discard(pick(rng)),
-            _ => Action::BulkRetry,
-        }
-    }
-
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.actions.len(),
-            self.actions
-        )
-    }
-
-    /// Runs one action and updates the model; `Err` names a broken expectation.
-    async fn act(&mut self, action: Action) -> Result<(), String> {
-        self.actions.push(action);
-        match action {
-            Action::Commit => {
-                if self.order.len() >= 40 {
-                    return Ok(());
-                }
-                let hours = 24 + self.order.len() as i64;
-                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
-                self.rows.insert(
-                    event.id,
-                    Row {
-                        event_type: event.event_type,
-                        status: Status::Pending,
-                        attempts: 0,
-                        due: true,
-                        held_for_pause: false,
-                        redeliveries: 0,
-                        owed_attempt: false,
-                        recorded: BTreeSet::new(),
-                    },
-                );
-                self.order.push(event.id);
-            }
-            Action::Step(answer) => self.step(answer).await?,
-            Action::TimePasses => {
-                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
-                for row in self.rows.values_mut() {
-                    if matches!(row.status, Status::Claimed | Status::Retry) {
-                        row.due = true;
-                    }
-                }
-            }
-            Action::Pause(i) | Action::Resume(i) => {
-                let listener = walk_listeners()[i];
-                let pause = matches!(action, Action::Pause(_));
-                let was_paused = self.paused.contains(&listener);
-                let mut client = self.fx.db.client().await;
-                let tx = client.transaction().await.map_err(|e| e.to_string())?;
-                let operator = Operator::member(self.fx.member);
-                let reason = Reason::parse("model walk").expect("a reason");
-                let answer = if pause {
-                    operator::pause::pause(&tx, self.fx.workspace, listener, &operator, &reason).await
-                } else {
-                    operator::pause::resume(&tx, self.fx.workspace, listener, &operator, &reason).await
-                };
-                match (answer, pause == was_paused) {
-                    (Err(clinic_core::error::DomainError::Conflict(_)), true) => return Ok(()),
-                    (Ok(_), false) => tx.commit().await.map_err(|e| e.to_string())?,
-                    (other, _) => return Err(format!("{action:?} with paused {:?}: {other:?}", self.paused)),
-                }
-                if pause {
-                    self.paused.push(listener);
-                } else {
-                    self.paused.retain(|l| *l != listener);
-                    // Resume releases the rows held for paused listeners at once.
-                    for row in self.rows.values_mut() {
-                        if row.held_for_pause && row.status == Status::Retry {
-                            row.due = true;
-                        }
-                    }
-                }
-            }
-            Action::BulkRetry => self.bulk_retry().await?,
-            Action::Retry(i) | Action::Replay(i) | Action::Discard(i) => {
-                let Some(&id) = self.order.get(i) else { return Ok(()) };
-                let kind = match action {
-                    Action::Retry(_) => ActionKind::Retry,
-                    Action::Replay(_) => ActionKind::Replay,
-                    _ => ActionKind::Discard,
-                };
-                self.operator(id, kind).await?;
-            }
-        }
-        Ok(())
-    }
-
     async fn operator(&mut self, id: EventId, kind: ActionKind) -> Result<(), String> {
         let row = self.rows.get(&id).expect("a modelled row").clone();
         let fits = match kind {
@@ -622,27 +502,120 @@ impl Walk {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl ModelWalk for Walk {
+    type Action = Action;
+
+    fn choose(&self, rng: &mut Rng) -> Action {
+        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
+        match rng.below(21) {
+            0..=3 => Action::Commit,
+            4..=11 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
+            12..=13 => Action::TimePasses,
+            14 => Action::Pause(rng.below(walk_listeners().len())),
+            15 => Action::Resume(rng.below(walk_listeners().len())),
+            16..=17 => Action::Retry(pick(rng)),
+            18 => Action::Replay(pick(rng)),
+            19 => Action::Discard(pick(rng)),
+            _ => Action::BulkRetry,
+        }
+    }
+
+    fn fail(&self, step: usize, why: String) -> String {
+        format!(
+            "model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
+            self.seed,
+            self.actions.len(),
+            self.actions
+        )
+    }
+
+    /// Runs one action and updates the model; `Err` names a broken expectation.
+    async fn act(&mut self, action: Action) -> Result<(), String> {
+        self.actions.push(action);
+        match action {
+            Action::Commit => {
+                if self.order.len() >= 40 {
+                    return Ok(());
+                }
+                let hours = 24 + self.order.len() as i64;
+                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
+                self.rows.insert(
+                    event.id,
+                    Row {
+                        event_type: event.event_type,
+                        status: Status::Pending,
+                        attempts: 0,
+                        due: true,
+                        held_for_pause: false,
+                        redeliveries: 0,
+                        owed_attempt: false,
+                        recorded: BTreeSet::new(),
+                    },
+                );
+                self.order.push(event.id);
+            }
+            Action::Step(answer) => self.step(answer).await?,
+            Action::TimePasses => {
+                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
+                for row in self.rows.values_mut() {
+                    if matches!(row.status, Status::Claimed | Status::Retry) {
+                        row.due = true;
+                    }
+                }
+            }
+            Action::Pause(i) | Action::Resume(i) => {
+                let listener = walk_listeners()[i];
+                let pause = matches!(action, Action::Pause(_));
+                let was_paused = self.paused.contains(&listener);
+                let mut client = self.fx.db.client().await;
+                let tx = client.transaction().await.map_err(|e| e.to_string())?;
+                let operator = Operator::member(self.fx.member);
+                let reason = Reason::parse("model walk").expect("a reason");
+                let answer = if pause {
+                    operator::pause::pause(&tx, self.fx.workspace, listener, &operator, &reason).await
+                } else {
+                    operator::pause::resume(&tx, self.fx.workspace, listener, &operator, &reason).await
+                };
+                match (answer, pause == was_paused) {
+                    (Err(clinic_core::error::DomainError::Conflict(_)), true) => return Ok(()),
+                    (Ok(_), false) => tx.commit().await.map_err(|e| e.to_string())?,
+                    (other, _) => return Err(format!("{action:?} with paused {:?}: {other:?}", self.paused)),
+                }
+                if pause {
+                    self.paused.push(listener);
+                } else {
+                    self.paused.retain(|l| *l != listener);
+                    // Resume releases the rows held for paused listeners at once.
+                    for row in self.rows.values_mut() {
+                        if row.held_for_pause && row.status == Status::Retry {
+                            row.due = true;
+                        }
+                    }
+                }
+            }
+            Action::BulkRetry => self.bulk_retry().await?,
+            Action::Retry(i) | Action::Replay(i) | Action::Discard(i) => {
+                let Some(&id) = self.order.get(i) else { return Ok(()) };
+                let kind = match action {
+                    Action::Retry(_) => ActionKind::Retry,
+                    Action::Replay(_) => ActionKind::Replay,
+                    _ => ActionKind::Discard,
+                };
+                self.operator(id, kind).await?;
+            }
+        }
+        Ok(())
+    }
 
     /// The invariants, after every step.
     async fn check(&self) -> Result<(), String> {
         let client = self.fx.db.client().await;
         let stored = client.query(ROWS, &[&self.setup]).await.map_err(|e| e.to_string())?;
-        if stored.len() != self.rows.len() {
-            return Err(format!("{} outbox rows, {} committed events", stored.len(), self.rows.len()));
-        }
-        for db_row in stored {
-            let id: EventId = db_row.get(0);
-            let status: String = db_row.get(1);
-            let attempts: i32 = db_row.get(2);
-            let Some(row) = self.rows.get(&id) else { return Err(format!("row {id} was never committed")) };
-            if status != row.status.as_str() || attempts != row.attempts {
-                return Err(format!(
-                    "row {id}: database {status}/{attempts} attempts, model {}/{} ({row:?})",
-                    row.status.as_str(),
-                    row.attempts
-                ));
-            }
-        }
+        let names = Names { rows: "outbox rows", row: "row", came: "committed" };
+        compare_rows(stored, &self.rows, |row| (row.status.as_str(), row.attempts), names)?;
         let calls = self.stand_in.calls.lock().unwrap();
         if let Some(first) = calls.expired_lease_starts.first() {
             return Err(format!("a start under an expired or foreign lease: row {first}"));
@@ -693,64 +666,7 @@ impl Walk {
 
 /// One case: `steps` random actions from `seed`, then settling. `Err` is the failure text.
 async fn run_case(seed: u64, steps: usize) -> Result<(), String> {
-    let mut rng = Rng(seed);
-    let mut walk = Walk::new(seed).await;
-    for step in 0..steps {
-        let action = walk.choose(&mut rng);
-        if let Err(why) = walk.act(action).await {
-            return Err(walk.fail(step, why));
-        }
-        if let Err(why) = walk.check().await {
-            return Err(walk.fail(step, why));
-        }
-    }
-    walk.settle(steps).await.map_err(|why| walk.fail(steps, why))
-}
-
-fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::var(name).ok().and_then(|value| value.parse().ok())
-}
-
-/// A case of a walk: `Err` is the failure text (seed, step, actions).
-pub(super) type Case = fn(u64, usize) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
-
-/// Runs `MODEL_CASES` (default 20) cases of `MODEL_STEPS` (default 60) steps, or one with
-/// `MODEL_SEED`, or as many as fit in `MODEL_MINUTES`; on a failure, panics with its text and the
-/// shorter failing walk of the same seed (fewer steps).
-pub(super) async fn run_walks(queue: &str, case: Case) {
-    let steps: usize = env("MODEL_STEPS").unwrap_or(60);
-    let fixed: Option<u64> = env("MODEL_SEED");
-    let cases: usize = if fixed.is_some() { 1 } else { env("MODEL_CASES").unwrap_or(20) };
-    let deadline = env::<u64>("MODEL_MINUTES").map(|m| Instant::now() + Duration::from_secs(60 * m));
-    let base = fixed.unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
-    });
-    println!(
-        "{queue} model walk: base seed {base} ({cases} cases x {steps} steps; MODEL_SEED=<seed> replays one)"
-    );
-    let started = Instant::now();
-    let mut done = 0usize;
-    loop {
-        let more = match deadline {
-            Some(deadline) => Instant::now() < deadline,
-            None => done < cases,
-        };
-        if !more {
-            break;
-        }
-        let seed = if fixed.is_some() { base } else { Rng(base.wrapping_add(done as u64)).next() };
-        if let Err(failure) = case(seed, steps).await {
-            // A failure during the walk names its step (the walk stops there); one found while
-            // settling may show after fewer steps: halve the walk while it still fails.
-            let mut shortest = steps;
-            while shortest > 1 && case(seed, shortest / 2).await.is_err() {
-                shortest /= 2;
-            }
-            panic!("{failure}\nshorter failing walk: MODEL_SEED={seed} MODEL_STEPS={shortest}");
-        }
-        done += 1;
-    }
-    println!("{queue} model walk: {done} cases x {steps} steps passed in {:.1?}", started.elapsed());
+    walk(Walk::new(seed).await, seed, steps).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,8 +35,8 @@ use clinic_core::operator::{ActionRequest, Notifications, OperatedQueue, Operato
 use clinic_core::outbox::{Backoff, Jitter};
 use tokio::sync::Notify;
 
-use super::model::Rng;
 use super::support::Fixture;
+use super::walk::{compare_rows, run_walks, walk, ModelWalk, Names, Rng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -229,74 +229,6 @@ impl Walk {
         }
     }
 
-    fn choose(&self, rng: &mut Rng) -> Action {
-        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
-        match rng.below(16) {
-            0..=3 => Action::Enqueue,
-            4..=10 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
-            11..=12 => Action::TimePasses,
-            13..=14 => Action::Retry(pick(rng)),
-            _ => Action::Discard(pick(rng)),
-        }
-    }
-
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "notification model walk failed: MODEL_SEED={} (resend: {}) step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.resend,
-            self.actions.len(),
-            self.actions
-        )
-    }
-
-    async fn act(&mut self, action: Action) -> Result<(), String> {
-        self.actions.push(action);
-        match action {
-            Action::Enqueue => {
-                if self.order.len() >= 30 {
-                    return Ok(());
-                }
-                let hours = 24 + self.order.len() as i64;
-                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
-                let listener = Listener::PatientBookingConfirmation;
-                let outcome =
-                    listeners::run(&self.fx.db.pool, listener, &event).await.map_err(|e| e.to_string())?;
-                if outcome != (ListenerOutcome::Applied { effects: 1 }) {
-                    return Err(format!("the confirmation listener answered {outcome:?}"));
-                }
-                let client = self.fx.db.client().await;
-                let row = client
-                    .query_one(ROW_OF, &[&event.id, &listener.as_str()])
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let id: NotificationId = row.get(0);
-                let key: String = row.get(1);
-                self.rows.insert(
-                    id,
-                    Row { key, status: "pending", attempts: 0, due: true, uncertain: 0, owed_attempt: false },
-                );
-                self.order.push(id);
-            }
-            Action::Step(answer) => self.step(answer).await?,
-            Action::TimePasses => {
-                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
-                for row in self.rows.values_mut() {
-                    if matches!(row.status, "sending" | "retry") {
-                        row.due = true;
-                    }
-                }
-            }
-            Action::Retry(i) | Action::Discard(i) => {
-                let Some(&id) = self.order.get(i) else { return Ok(()) };
-                let kind =
-                    if matches!(action, Action::Retry(_)) { ActionKind::Retry } else { ActionKind::Discard };
-                self.operator(id, kind).await?;
-            }
-        }
-        Ok(())
-    }
-
     async fn operator(&mut self, id: NotificationId, kind: ActionKind) -> Result<(), String> {
         let status = self.rows[&id].status;
         let fits = matches!(status, "dead" | "retry" | "uncertain" | "no_contact");
@@ -422,27 +354,85 @@ impl Walk {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl ModelWalk for Walk {
+    type Action = Action;
+
+    fn choose(&self, rng: &mut Rng) -> Action {
+        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
+        match rng.below(16) {
+            0..=3 => Action::Enqueue,
+            4..=10 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
+            11..=12 => Action::TimePasses,
+            13..=14 => Action::Retry(pick(rng)),
+            _ => Action::Discard(pick(rng)),
+        }
+    }
+
+    fn fail(&self, step: usize, why: String) -> String {
+        format!(
+            "notification model walk failed: MODEL_SEED={} (resend: {}) step {step}: {why}\nactions so far ({}): {:?}",
+            self.seed,
+            self.resend,
+            self.actions.len(),
+            self.actions
+        )
+    }
+
+    async fn act(&mut self, action: Action) -> Result<(), String> {
+        self.actions.push(action);
+        match action {
+            Action::Enqueue => {
+                if self.order.len() >= 30 {
+                    return Ok(());
+                }
+                let hours = 24 + self.order.len() as i64;
+                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
+                let listener = Listener::PatientBookingConfirmation;
+                let outcome =
+                    listeners::run(&self.fx.db.pool, listener, &event).await.map_err(|e| e.to_string())?;
+                if outcome != (ListenerOutcome::Applied { effects: 1 }) {
+                    return Err(format!("the confirmation listener answered {outcome:?}"));
+                }
+                let client = self.fx.db.client().await;
+                let row = client
+                    .query_one(ROW_OF, &[&event.id, &listener.as_str()])
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let id: NotificationId = row.get(0);
+                let key: String = row.get(1);
+                self.rows.insert(
+                    id,
+                    Row { key, status: "pending", attempts: 0, due: true, uncertain: 0, owed_attempt: false },
+                );
+                self.order.push(id);
+            }
+            Action::Step(answer) => self.step(answer).await?,
+            Action::TimePasses => {
+                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
+                for row in self.rows.values_mut() {
+                    if matches!(row.status, "sending" | "retry") {
+                        row.due = true;
+                    }
+                }
+            }
+            Action::Retry(i) | Action::Discard(i) => {
+                let Some(&id) = self.order.get(i) else { return Ok(()) };
+                let kind =
+                    if matches!(action, Action::Retry(_)) { ActionKind::Retry } else { ActionKind::Discard };
+                self.operator(id, kind).await?;
+            }
+        }
+        Ok(())
+    }
 
     async fn check(&self) -> Result<(), String> {
         let client = self.fx.db.client().await;
         let stored = client.query(ROWS, &[]).await.map_err(|e| e.to_string())?;
-        if stored.len() != self.rows.len() {
-            return Err(format!("{} notifications, {} enqueued", stored.len(), self.rows.len()));
-        }
-        for db_row in stored {
-            let id: NotificationId = db_row.get(0);
-            let status: String = db_row.get(1);
-            let attempts: i32 = db_row.get(2);
-            let Some(row) = self.rows.get(&id) else {
-                return Err(format!("delivery {id} was never enqueued"));
-            };
-            if status != row.status || attempts != row.attempts {
-                return Err(format!(
-                    "delivery {id}: database {status}/{attempts} attempts, model {}/{} ({row:?})",
-                    row.status, row.attempts
-                ));
-            }
-        }
+        let names = Names { rows: "notifications", row: "delivery", came: "enqueued" };
+        compare_rows(stored, &self.rows, |row| (row.status, row.attempts), names)?;
         let calls = self.stand_in.calls.lock().unwrap();
         if let Some(key) = calls.expired_lease_calls.first() {
             return Err(format!("a provider call under an expired lease: key {key}"));
@@ -490,23 +480,12 @@ impl Walk {
 }
 
 async fn run_case(seed: u64, steps: usize) -> Result<(), String> {
-    let mut rng = Rng(seed);
     // From the seed itself (not the generator), so the walk of a seed stays the same.
     let policy = if seed % 3 == 0 { UncertainPolicy::Hold } else { UncertainPolicy::Resend };
-    let mut walk = Walk::new(seed, policy).await;
-    for step in 0..steps {
-        let action = walk.choose(&mut rng);
-        if let Err(why) = walk.act(action).await {
-            return Err(walk.fail(step, why));
-        }
-        if let Err(why) = walk.check().await {
-            return Err(walk.fail(step, why));
-        }
-    }
-    walk.settle(steps).await.map_err(|why| walk.fail(steps, why))
+    walk(Walk::new(seed, policy).await, seed, steps).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_walks_of_the_notifications_keep_the_lease_queue_invariants() {
-    super::model::run_walks("notifications", |seed, steps| Box::pin(run_case(seed, steps))).await;
+    run_walks("notifications", |seed, steps| Box::pin(run_case(seed, steps))).await;
 }

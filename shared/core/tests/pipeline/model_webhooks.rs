@@ -25,6 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
 use clinic_core::ids::{WebhookDeliveryId, WebhookEndpointId};
@@ -39,8 +40,8 @@ use clinic_core::webhooks::{fanout, WebhookConfig, WebhookSender};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
-use super::model::Rng;
 use super::support::Fixture;
+use super::walk::{compare_rows, run_walks, walk, ModelWalk, Names, Rng};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Answer {
@@ -239,78 +240,6 @@ impl Walk {
         }
     }
 
-    fn choose(&self, rng: &mut Rng) -> Action {
-        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
-        match rng.below(20) {
-            0..=3 => Action::FanOut,
-            4..=10 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
-            11..=12 => Action::TimePasses,
-            13 => Action::Disable,
-            14 => Action::Enable,
-            15..=16 => Action::Retry(pick(rng)),
-            17..=18 => Action::Discard(pick(rng)),
-            _ => Action::BulkRetry,
-        }
-    }
-
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "webhook model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.actions.len(),
-            self.actions
-        )
-    }
-
-    async fn act(&mut self, action: Action) -> Result<(), String> {
-        self.actions.push(action);
-        match action {
-            Action::FanOut => {
-                if self.order.len() >= 24 {
-                    return Ok(());
-                }
-                let hours = 24 + self.order.len() as i64;
-                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
-                let client = self.fx.db.client().await;
-                let created = fanout::fan_out(&client, &event).await.map_err(|e| e.to_string())?;
-                if created != 1 {
-                    return Err(format!("the fan-out created {created} deliveries"));
-                }
-                let row = client.query_one(ROWS_OF, &[&event.id]).await.map_err(|e| e.to_string())?;
-                let id: WebhookDeliveryId = row.get(0);
-                let new = Row { status: "pending", attempts: 0, due: true, crashes: 0, owed_attempt: false };
-                self.rows.insert(id, new);
-                self.order.push(id);
-            }
-            Action::Step(answer) => self.step(answer).await?,
-            Action::TimePasses => {
-                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
-                for row in self.rows.values_mut() {
-                    if matches!(row.status, "sending" | "retry") {
-                        row.due = true;
-                    }
-                }
-            }
-            Action::Disable | Action::Enable => {
-                let enabled = matches!(action, Action::Enable);
-                let change = EndpointChange { enabled: Some(enabled), ..EndpointChange::default() };
-                let client = self.fx.db.client().await;
-                endpoints::update(&client, self.fx.workspace, self.endpoint, &change, "model")
-                    .await
-                    .map_err(|e| e.to_string())?;
-                self.enabled = enabled;
-            }
-            Action::Retry(i) | Action::Discard(i) => {
-                let Some(&id) = self.order.get(i) else { return Ok(()) };
-                let kind =
-                    if matches!(action, Action::Retry(_)) { ActionKind::Retry } else { ActionKind::Discard };
-                self.operator(id, kind).await?;
-            }
-            Action::BulkRetry => self.bulk_retry().await?,
-        }
-        Ok(())
-    }
-
     fn retried(row: &mut Row) {
         row.status = "pending";
         row.attempts = 0;
@@ -468,27 +397,89 @@ impl Walk {
         client.execute(HOLD_TIME, &[]).await.map_err(|e| e.to_string())?;
         Ok(())
     }
+}
+
+#[async_trait]
+impl ModelWalk for Walk {
+    type Action = Action;
+
+    fn choose(&self, rng: &mut Rng) -> Action {
+        let pick = |rng: &mut Rng| rng.below(self.order.len().max(1));
+        match rng.below(20) {
+            0..=3 => Action::FanOut,
+            4..=10 => Action::Step(ANSWERS[rng.below(ANSWERS.len())]),
+            11..=12 => Action::TimePasses,
+            13 => Action::Disable,
+            14 => Action::Enable,
+            15..=16 => Action::Retry(pick(rng)),
+            17..=18 => Action::Discard(pick(rng)),
+            _ => Action::BulkRetry,
+        }
+    }
+
+    fn fail(&self, step: usize, why: String) -> String {
+        format!(
+            "webhook model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
+            self.seed,
+            self.actions.len(),
+            self.actions
+        )
+    }
+
+    async fn act(&mut self, action: Action) -> Result<(), String> {
+        self.actions.push(action);
+        match action {
+            Action::FanOut => {
+                if self.order.len() >= 24 {
+                    return Ok(());
+                }
+                let hours = 24 + self.order.len() as i64;
+                let (_, event) = self.fx.book(self.patient, self.practitioner, hours).await;
+                let client = self.fx.db.client().await;
+                let created = fanout::fan_out(&client, &event).await.map_err(|e| e.to_string())?;
+                if created != 1 {
+                    return Err(format!("the fan-out created {created} deliveries"));
+                }
+                let row = client.query_one(ROWS_OF, &[&event.id]).await.map_err(|e| e.to_string())?;
+                let id: WebhookDeliveryId = row.get(0);
+                let new = Row { status: "pending", attempts: 0, due: true, crashes: 0, owed_attempt: false };
+                self.rows.insert(id, new);
+                self.order.push(id);
+            }
+            Action::Step(answer) => self.step(answer).await?,
+            Action::TimePasses => {
+                self.fx.db.client().await.execute(MOVE_TIME, &[]).await.map_err(|e| e.to_string())?;
+                for row in self.rows.values_mut() {
+                    if matches!(row.status, "sending" | "retry") {
+                        row.due = true;
+                    }
+                }
+            }
+            Action::Disable | Action::Enable => {
+                let enabled = matches!(action, Action::Enable);
+                let change = EndpointChange { enabled: Some(enabled), ..EndpointChange::default() };
+                let client = self.fx.db.client().await;
+                endpoints::update(&client, self.fx.workspace, self.endpoint, &change, "model")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                self.enabled = enabled;
+            }
+            Action::Retry(i) | Action::Discard(i) => {
+                let Some(&id) = self.order.get(i) else { return Ok(()) };
+                let kind =
+                    if matches!(action, Action::Retry(_)) { ActionKind::Retry } else { ActionKind::Discard };
+                self.operator(id, kind).await?;
+            }
+            Action::BulkRetry => self.bulk_retry().await?,
+        }
+        Ok(())
+    }
 
     async fn check(&self) -> Result<(), String> {
         let client = self.fx.db.client().await;
         let stored = client.query(ROWS, &[]).await.map_err(|e| e.to_string())?;
-        if stored.len() != self.rows.len() {
-            return Err(format!("{} webhook deliveries, {} fanned out", stored.len(), self.rows.len()));
-        }
-        for db_row in stored {
-            let id: WebhookDeliveryId = db_row.get(0);
-            let status: String = db_row.get(1);
-            let attempts: i32 = db_row.get(2);
-            let Some(row) = self.rows.get(&id) else {
-                return Err(format!("delivery {id} was never fanned out"));
-            };
-            if status != row.status || attempts != row.attempts {
-                return Err(format!(
-                    "delivery {id}: database {status}/{attempts} attempts, model {}/{} ({row:?})",
-                    row.status, row.attempts
-                ));
-            }
-        }
+        let names = Names { rows: "webhook deliveries", row: "delivery", came: "fanned out" };
+        compare_rows(stored, &self.rows, |row| (row.status, row.attempts), names)?;
         let seen = self.receiver.seen.lock().unwrap();
         if let Some(id) = seen.expired_lease_calls.first() {
             return Err(format!("a request under an expired lease: delivery {id}"));
@@ -526,21 +517,10 @@ impl Walk {
 }
 
 async fn run_case(seed: u64, steps: usize) -> Result<(), String> {
-    let mut rng = Rng(seed);
-    let mut walk = Walk::new(seed).await;
-    for step in 0..steps {
-        let action = walk.choose(&mut rng);
-        if let Err(why) = walk.act(action).await {
-            return Err(walk.fail(step, why));
-        }
-        if let Err(why) = walk.check().await {
-            return Err(walk.fail(step, why));
-        }
-    }
-    walk.settle(steps).await.map_err(|why| walk.fail(steps, why))
+    walk(Walk::new(seed).await, seed, steps).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_walks_of_the_webhook_deliveries_keep_the_lease_queue_invariants() {
-    super::model::run_walks("webhook deliveries", |seed, steps| Box::pin(run_case(seed, steps))).await;
+    run_walks("webhook deliveries", |seed, steps| Box::pin(run_case(seed, steps))).await;
 }
