@@ -85,7 +85,7 @@ async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
         .with_min_interval(Duration::ZERO);
     assert_eq!((login.user(), login.reads()), (first.clone(), 1));
     let url = url_without_user(&db.url);
-    let pool = connect_pool_as(&url, 4, None, Some(&login)).unwrap();
+    let pool = connect_pool_as(&url, 4, None, Some(&login), &Default::default()).unwrap();
     let session_user = |pool: deadpool_postgres::Pool| async move {
         let conn = pool.get().await.map_err(|e| e.to_string())?;
         let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;
@@ -409,7 +409,7 @@ async fn a_rotated_database_password_is_re_read_when_postgres_refuses_it() {
             .await;
     let login =
         clinic_secrets::database_login(&secrets, &arn).await.unwrap().with_min_interval(Duration::ZERO);
-    let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login)).unwrap();
+    let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login), &Default::default()).unwrap();
     let query = |pool: deadpool_postgres::Pool| async move {
         let conn = pool.get().await.map_err(|e| e.to_string())?;
         let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;

@@ -26,7 +26,7 @@ enum RemindersCommand {
 pub async fn run(args: RemindersArgs) -> anyhow::Result<()> {
     match args.command {
         RemindersCommand::Run { lead_hours } => {
-            let mut config = ReminderConfig::from_env()?;
+            let mut config: ReminderConfig = crate::settings::current().reminders;
             if let Some(hours) = lead_hours {
                 anyhow::ensure!((1..=720).contains(&hours), "--lead-hours must be between 1 and 720");
                 config.lead = Duration::from_secs(hours * 3600);
