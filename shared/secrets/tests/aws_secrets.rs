@@ -17,10 +17,10 @@ use clinic_secrets::{DbLoginSecret, Secrets};
 /// The emulator, or a fresh one (kept alive for the whole test binary).
 fn emulator() -> Option<String> {
     static EMULATOR: std::sync::OnceLock<Option<clinic_sqs::testing::Emulator>> = std::sync::OnceLock::new();
-    for name in ["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"] {
-        if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
-            return Some(value);
-        }
+    if let Some(value) =
+        clinic_testkit::test_env::first(&["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"])
+    {
+        return Some(value);
     }
     EMULATOR.get_or_init(clinic_sqs::testing::Emulator::start).as_ref().map(|e| e.endpoint.clone())
 }

@@ -20,7 +20,8 @@ fn tokens(host: &str, port: u16, user: &str) -> IamDbAuth {
 
 /// Python with botocore: the test tools' interpreter (tests/run's venv holds moto, hence botocore).
 fn python_with_botocore() -> Option<String> {
-    let python = std::env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python =
+        clinic_testkit::test_env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|| "python3".into());
     let probe = Command::new(&python).args(["-c", "import botocore"]).output().ok()?;
     probe.status.success().then_some(python)
 }
