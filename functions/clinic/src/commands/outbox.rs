@@ -10,7 +10,8 @@
 use anyhow::{anyhow, Context};
 use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
-use clinic_core::housekeeping::retention::{self, RetentionConfig};
+use clinic_core::housekeeping::retention::RetentionConfig;
+use clinic_core::housekeeping::{Job, Sweep};
 use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{self, ActionRequest, Operator, OutboxFilter};
@@ -294,7 +295,8 @@ async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         config.budget = std::time::Duration::from_secs(secs);
     }
     let (pool, _cluster) = pool().await?;
-    let report = retention::sweep(&pool, &config, clinic_core::domain::values::now()).await?;
+    // The housekeeping Lambda's `sweep` job, with no deadline (its own budget bounds it).
+    let report = Sweep { pool, config }.run(None).await?;
     print(serde_json::to_value(report)?)
 }
 
