@@ -393,9 +393,9 @@ mod tests {
             "the string wins over CLINIC_DB_CA_FILE"
         );
         assert_eq!(from_url.verification(), Verification::Chain);
-        let from_env = settings("host=h sslmode=require", Some("/rds.pem"));
+        let from_ca_file = settings("host=h sslmode=require", Some("/rds.pem"));
         assert_eq!(
-            (from_env.root_cert.as_deref(), from_env.verification()),
+            (from_ca_file.root_cert.as_deref(), from_ca_file.verification()),
             (Some("/rds.pem"), Verification::Chain)
         );
         let system = settings("host=h sslmode=verify-full sslrootcert=system", Some("/rds.pem"));
