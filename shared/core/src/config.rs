@@ -1,8 +1,13 @@
 //! Configuration: environment variables, parsed once at start-up into typed values.
 //!
-//! Every variable has a documented default (docs/configuration.md) except the ones a deployment
-//! must choose (`DATABASE_URL` in Lambda). A bad value stops start-up with an error naming the variable;
-//! nothing is re-read later.
+//! Invariants:
+//! - Every variable has a documented default (docs/configuration.md) except the ones a deployment
+//!   must choose (`DATABASE_URL` in Lambda). A bad value stops start-up with an error naming the
+//!   variable; nothing is re-read later.
+//! - [`Env::capture`] is the library's only read of the process environment, and only a `main`
+//!   calls it; each config struct's builder (`DispatchConfig::read(&Env)`, …) reads its variables
+//!   from that snapshot, and each binary's `Settings::read` calls the builders it needs, once.
+//! - A leaf: this module imports nothing from the rest of the crate.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
