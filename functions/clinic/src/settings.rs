@@ -59,7 +59,7 @@ pub struct Settings {
     pub pg_bin: Option<PathBuf>,
     /// `PATH`, searched for `initdb` and `pg_ctl`.
     pub path: Option<String>,
-    /// `CLINIC_DB_CA_FILE`.
+    /// `CLINIC_DB_CA_FILE`, else libpq's default root certificate when it exists.
     pub ca_file: Option<String>,
     pub db_timeouts: SessionTimeouts,
     /// `CLINIC_JWT_SECRET` (else the data folder's `jwt-secret`).
@@ -119,7 +119,7 @@ impl Settings {
             ephemeral: ephemeral(env)?,
             pg_bin: env.var("CLINIC_PG_BIN").map(PathBuf::from),
             path: env.var("PATH"),
-            ca_file: env.var("CLINIC_DB_CA_FILE"),
+            ca_file: clinic_core::config::DatabaseConfig::read_ca_file(env),
             db_timeouts: SessionTimeouts::read(env)?,
             jwt_secret: env.var("CLINIC_JWT_SECRET"),
             webhook_key: KeySource::read(env, Some(data_dir.join("webhook-secret-key")))?,

@@ -114,6 +114,16 @@ impl Env {
     }
 }
 
+/// The root certificate(s) of the database's TLS when the connection string names no
+/// `sslrootcert`: `CLINIC_DB_CA_FILE`, else libpq's default `~/.postgresql/root.crt` (under `HOME`)
+/// when that file exists.
+fn ca_file(env: &Env) -> Option<String> {
+    env.var("CLINIC_DB_CA_FILE").or_else(|| {
+        let path = std::path::Path::new(&env.var("HOME")?).join(".postgresql/root.crt");
+        path.is_file().then(|| path.display().to_string())
+    })
+}
+
 /// Database settings shared by every entry point.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
@@ -148,6 +158,12 @@ impl DbAuth {
 }
 
 impl DatabaseConfig {
+    /// `CLINIC_DB_CA_FILE`, else libpq's default root certificate when it exists (see
+    /// docs/configuration.md, "Database TLS").
+    pub fn read_ca_file(env: &Env) -> Option<String> {
+        ca_file(env)
+    }
+
     /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`,
     /// and at most one of `CLINIC_DB_IAM_USER` and `CLINIC_DB_SECRET_ARN`.
     pub fn read(env: &Env, default_pool: usize) -> Result<Self, ConfigError> {
@@ -167,7 +183,7 @@ impl DatabaseConfig {
         Ok(Self {
             url: env.required("DATABASE_URL")?,
             pool_size: env.bounded("CLINIC_DB_POOL_SIZE", default_pool as u64, 1..=256)? as usize,
-            ca_file: env.var("CLINIC_DB_CA_FILE"),
+            ca_file: Self::read_ca_file(env),
             auth,
         })
     }
