@@ -109,7 +109,7 @@ pub fn prepare_environment() {
     for (name, value) in
         [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
     {
-        if std::env::var_os(name).is_none() {
+        if unset(name) {
             std::env::set_var(name, value);
         }
     }
