@@ -32,7 +32,7 @@ const PATIENT_FAMILY: &str = "Quarterwood";
 const REASON: &str = "persistent-migraine-confidential";
 
 fn python() -> String {
-    std::env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|_| {
+    clinic_testkit::test_env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|| {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.local/venv/bin/python3");
         root.to_string_lossy().into_owned()
     })

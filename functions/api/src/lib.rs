@@ -4,6 +4,10 @@
 //! context into the router's [`VerifiedClaims`], which the router trusts. Without an authorizer
 //! context the request has no identity and answers 401.
 
+mod settings;
+
+pub use settings::Settings;
+
 use axum::extract::Request;
 use axum::middleware::{from_fn, Next};
 use axum::response::Response;

@@ -27,7 +27,7 @@ use anyhow::Context as _;
 use clinic_core::delivery::Sender;
 use clinic_core::dispatch::{DispatchConfig, Dispatcher, LocalTransport, Transport};
 use clinic_core::listeners::{Deadline, ListenerHost};
-use clinic_core::webhooks::{WebhookConfig, WebhookSender};
+use clinic_core::webhooks::WebhookSender;
 use clinic_sqs::{QueueMap, SqsConfig, SqsTransport};
 use deadpool_postgres::Pool;
 use tokio::sync::watch;
@@ -56,8 +56,7 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 /// Starts the dispatcher loop on `pool`, listening on `url`, with the transport `CLINIC_TRANSPORT`
 /// names; `sender` sends each committed notification right after its listener's commit.
 pub async fn spawn(url: &str, pool: Pool, sender: Option<Sender>) -> anyhow::Result<DispatcherHandle> {
-    let transport = clinic_core::config::var("CLINIC_TRANSPORT").unwrap_or_else(|| "local".into());
-    spawn_with(url, pool, &transport, sender).await
+    spawn_with(url, pool, &crate::settings::current().transport, sender).await
 }
 
 /// Starts the dispatcher loop with the in-process transport, whatever the environment says, and no
@@ -72,24 +71,26 @@ async fn spawn_with(
     transport: &str,
     sender: Option<Sender>,
 ) -> anyhow::Result<DispatcherHandle> {
-    let config = DispatchConfig::from_env()?;
+    let settings = crate::settings::current();
+    let config = settings.dispatch;
     let (stop, stop_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     // Webhooks in-process (docs/webhooks.md): first attempts right after each fan-out, retries by a
     // loop every second; plain http to loopback only with CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP=1.
-    let source = clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+    let source = &settings.listener.source_prefix;
     let webhooks = Arc::new(WebhookSender::new(
         pool.clone(),
-        WebhookConfig::from_env(true)?,
+        settings.webhooks,
         crate::settings::webhook_key()?,
-        clinic_sqs::webhook_body(&source),
+        clinic_sqs::webhook_body(source),
     ));
     let retries = webhooks.clone();
     let retries_stop = stop_rx.clone();
     tasks.push(tokio::spawn(async move { retries.run(retries_stop, Duration::from_secs(1)).await }));
     // The one listener host: its deadline is set per transport below.
-    let mut host =
-        ListenerHost::new(pool.clone(), Deadline::PerRun(local_run_timeout()?)).with_webhooks(webhooks);
+    let mut host = ListenerHost::new(pool.clone(), Deadline::PerRun(settings.local_listener_timeout))
+        .with_webhooks(webhooks)
+        .with_metrics(settings.metrics);
     if let Some(sender) = sender {
         host = host.with_sender(sender);
     }
@@ -100,7 +101,7 @@ async fn spawn_with(
         )),
         "sqs" => {
             let (transport, queues, client) = sqs_transport().await?;
-            let state = Arc::new(clinic_listener::State::from_env_with(host)?);
+            let state = Arc::new(clinic_listener::State::configured(host, &settings.listener));
             for url in queues {
                 let consumer = consume(client.clone(), url, state.clone(), stop_rx.clone());
                 tasks.push(tokio::spawn(consumer));
@@ -118,7 +119,8 @@ pub fn spawn_transport(
     pool: Pool,
     transport: Arc<dyn Transport>,
 ) -> anyhow::Result<DispatcherHandle> {
-    start_loop(url, pool, transport, DispatchConfig::from_env()?, watch::channel(false), Vec::new())
+    let config = crate::settings::current().dispatch;
+    start_loop(url, pool, transport, config, watch::channel(false), Vec::new())
 }
 
 /// The custody reconciler and the dispatcher loop, on `transport`, beside `tasks`.
@@ -136,24 +138,13 @@ fn start_loop(
         stop_rx.clone(),
         RECONCILE_EVERY,
     )));
-    let dispatcher = Dispatcher::new(pool, transport, config)
-        .with_listen(url, clinic_core::config::var("CLINIC_DB_CA_FILE"));
+    let dispatcher =
+        Dispatcher::new(pool, transport, config).with_listen(url, crate::settings::current().ca_file.clone());
     tasks.push(tokio::spawn(async move {
         let report = dispatcher.run_until(stopped(stop_rx)).await;
         tracing::info!(steps = report.steps, dispatched = report.totals.dispatched, "dispatcher stopped");
     }));
     Ok(DispatcherHandle { stop, tasks })
-}
-
-/// `CLINIC_LOCAL_LISTENER_TIMEOUT_MS` (default 25000, 100–600000): the bound of one in-process
-/// listener run, its after-commit step included.
-fn local_run_timeout() -> anyhow::Result<Duration> {
-    let default = LocalTransport::DEFAULT_RUN_TIMEOUT.as_millis() as u64;
-    Ok(Duration::from_millis(clinic_core::config::bounded(
-        "CLINIC_LOCAL_LISTENER_TIMEOUT_MS",
-        default,
-        100..=600_000,
-    )?))
 }
 
 /// How often `clinic dev` runs a custody pass (the Lambda runs one per drain invocation, once a
@@ -169,15 +160,8 @@ pub async fn reconcile_loop(
     mut stop: watch::Receiver<bool>,
     every: Duration,
 ) {
-    use clinic_core::housekeeping::reconcile::ReconcileConfig;
     use clinic_core::housekeeping::{Job, JobReport, Reconcile};
-    let config = match ReconcileConfig::from_env() {
-        Ok(config) => config,
-        Err(error) => {
-            tracing::error!(error = %error, "custody reconciler not started");
-            return;
-        }
-    };
+    let config = crate::settings::current().reconcile;
     // The housekeeping Lambda's `reconcile` job, with no deadline.
     let job = Reconcile { pool, transport, config };
     while !*stop.borrow() {
@@ -196,23 +180,20 @@ pub async fn reconcile_loop(
 }
 
 async fn sqs_transport() -> anyhow::Result<(SqsTransport, Vec<String>, aws_sdk_sqs::Client)> {
-    let endpoint = clinic_core::config::var("CLINIC_SQS_ENDPOINT");
+    let settings = crate::settings::current();
+    let endpoint = settings.sqs_endpoint.clone();
     let client = clinic_sqs::build_client(endpoint.as_deref()).await;
-    let config = match SqsConfig::from_env() {
-        Ok(config) => config,
+    let read = settings.sqs.as_ref().expect("read with CLINIC_TRANSPORT=sqs");
+    let config = match read {
+        Ok(config) => config.clone(),
         Err(missing) if endpoint.is_some() => {
             tracing::info!(reason = %missing, "creating local queues clinic-dev-* on the SQS endpoint");
             let queues: QueueMap = clinic_sqs::queues::create_queues(&client, "clinic-dev", false)
                 .await
                 .map_err(|e| anyhow::anyhow!("creating queues on CLINIC_SQS_ENDPOINT: {e}"))?;
-            SqsConfig {
-                queues,
-                source_prefix: clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE")
-                    .unwrap_or_else(|| "/clinic".into()),
-                endpoint,
-            }
+            SqsConfig { queues, source_prefix: settings.listener.source_prefix.clone(), endpoint }
         }
-        Err(missing) => return Err(missing).context("CLINIC_TRANSPORT=sqs"),
+        Err(missing) => return Err(anyhow::anyhow!("{missing}")).context("CLINIC_TRANSPORT=sqs"),
     };
     let urls = clinic_core::listeners::Listener::ALL
         .iter()

@@ -393,6 +393,9 @@ mod tests {
     /// Creates, starts, reuses and stops a real cluster in a temporary folder on a free port.
     #[test]
     fn starts_reuses_and_stops_a_cluster() {
+        // The settings `main` installs (`CLINIC_PG_BIN`, `PATH`), from this test's environment.
+        let env = clinic_core::config::Env::capture();
+        crate::settings::install(crate::settings::Settings::read(&env).unwrap());
         if find_bin(None).is_err() {
             eprintln!("skipped: PostgreSQL server binaries are not installed (Debian package `postgresql`)");
             return;

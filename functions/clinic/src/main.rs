@@ -60,6 +60,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Every variable any subcommand uses, read once (a bad value stops here, naming it).
+    clinic::settings::install(clinic::settings::Settings::read(&clinic_core::config::Env::capture())?);
     match cli.command {
         Command::Dev(args) => commands::dev::run(args).await,
         Command::Migrate => commands::migrate::run().await,

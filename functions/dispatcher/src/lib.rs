@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use clinic_core::config::ConfigError;
+use clinic_core::config::{ConfigError, Env};
 use clinic_core::dispatch::{Dispatcher, DrainReport};
 use clinic_core::housekeeping::reconcile::ReconcileConfig;
 use clinic_core::housekeeping::reminders::ReminderConfig;
@@ -35,6 +35,10 @@ use clinic_core::housekeeping::{self, JobKind, JobReport, Jobs};
 use lambda_runtime::{Error, LambdaEvent};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod settings;
+
+pub use settings::Settings;
 
 /// Time kept free between the end of draining and the function's timeout.
 pub const DEADLINE_MARGIN: Duration = Duration::from_secs(5);
@@ -82,8 +86,8 @@ impl Mode {
 
     /// `CLINIC_DISPATCH_MODE` (default `drain`; see [`Mode`]); an event's `detail.mode` overrides it
     /// per invocation.
-    pub fn from_env() -> Result<Mode, ConfigError> {
-        let Some(name) = clinic_core::config::var("CLINIC_DISPATCH_MODE") else { return Ok(Mode::Drain) };
+    pub fn read(env: &Env) -> Result<Mode, ConfigError> {
+        let Some(name) = env.var("CLINIC_DISPATCH_MODE") else { return Ok(Mode::Drain) };
         Mode::parse(&name).ok_or_else(|| ConfigError::Invalid {
             name: "CLINIC_DISPATCH_MODE",
             value: name.clone(),
@@ -140,12 +144,12 @@ pub struct Housekeeping {
 
 impl Housekeeping {
     /// `CLINIC_REMINDER_LEAD_HOURS`, `CLINIC_RETENTION_*` and `CLINIC_CUSTODY_*`.
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            reminders: ReminderConfig::from_env()?,
-            retention: RetentionConfig::from_env()?,
+            reminders: ReminderConfig::read(env)?,
+            retention: RetentionConfig::read(env)?,
             delivery: None,
-            reconcile: ReconcileConfig::from_env()?,
+            reconcile: ReconcileConfig::read(env)?,
             webhooks: None,
         })
     }

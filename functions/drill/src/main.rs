@@ -7,6 +7,7 @@
 
 mod bench;
 mod chaos;
+mod settings;
 
 use clap::{Parser, Subcommand};
 
@@ -30,7 +31,15 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    if let Command::Chaos(_) = command {
+        chaos::prepare_environment();
+    }
+    // The environment, read once: the `clinic` tree the shared code uses, and the drills' own.
+    let env = clinic_core::config::Env::capture();
+    clinic::settings::install(clinic::settings::Settings::read(&env)?);
+    settings::install(settings::Settings::read(&env));
+    match command {
         Command::Bench(args) => bench::run(args).await,
         Command::Chaos(args) => chaos::run(args).await,
         Command::DispatchLoop => chaos::dispatch_loop().await,

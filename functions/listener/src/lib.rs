@@ -29,15 +29,41 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
-use clinic_core::config::ConfigError;
+use clinic_core::config::{ConfigError, Env};
 use clinic_core::delivery::Sender;
 use clinic_core::listeners::notify::Notifier;
 use clinic_core::listeners::{Deadline, Delivery, ListenerHost, ListenerOutcome, RunFailure, SourceClaim};
 use deadpool_postgres::Pool;
 use lambda_runtime::{Error, LambdaEvent};
 
+mod settings;
+
+pub use settings::Settings;
+
 /// The default margin before the invocation deadline (see the crate docs).
 pub const DEFAULT_DEADLINE_MARGIN: Duration = Duration::from_millis(3000);
+
+/// The handler's own settings: `CLINIC_CLOUDEVENTS_SOURCE` (default `/clinic`) and
+/// `CLINIC_LISTENER_DEADLINE_MARGIN_MS` (default 3000, 0–60000).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerConfig {
+    pub source_prefix: String,
+    pub deadline_margin: Duration,
+}
+
+impl ListenerConfig {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
+        let margin = env.bounded(
+            "CLINIC_LISTENER_DEADLINE_MARGIN_MS",
+            DEFAULT_DEADLINE_MARGIN.as_millis() as u64,
+            0..=60_000,
+        )?;
+        Ok(Self {
+            source_prefix: env.var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into()),
+            deadline_margin: Duration::from_millis(margin),
+        })
+    }
+}
 
 /// Everything an invocation needs, built once per container.
 pub struct State {
@@ -59,24 +85,12 @@ impl State {
         Self { host, source_prefix: "/clinic".into() }
     }
 
-    /// [`State::new`] with `CLINIC_CLOUDEVENTS_SOURCE` (default `/clinic`) and
-    /// `CLINIC_LISTENER_DEADLINE_MARGIN_MS` (default 3000, 0–60000).
-    pub fn from_env(pool: Pool) -> Result<Self, ConfigError> {
-        Self::from_env_with(ListenerHost::new(pool, Deadline::Invocation { margin: DEFAULT_DEADLINE_MARGIN }))
-    }
-
-    /// [`State::from_env`] on a host built by the caller (`clinic dev`: with its senders).
-    pub fn from_env_with(host: ListenerHost) -> Result<Self, ConfigError> {
-        let margin = clinic_core::config::bounded(
-            "CLINIC_LISTENER_DEADLINE_MARGIN_MS",
-            DEFAULT_DEADLINE_MARGIN.as_millis() as u64,
-            0..=60_000,
-        )?;
-        let source =
-            clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
-        Ok(Self::from_host(host)
-            .with_source_prefix(source)
-            .with_deadline_margin(Duration::from_millis(margin)))
+    /// Runs on `host` (built by the caller: the Lambda's, or `clinic dev`'s with its senders) with
+    /// `config`'s source prefix and deadline margin.
+    pub fn configured(host: ListenerHost, config: &ListenerConfig) -> Self {
+        Self::from_host(host)
+            .with_source_prefix(config.source_prefix.clone())
+            .with_deadline_margin(config.deadline_margin)
     }
 
     pub fn with_notifier(self, notifier: Arc<dyn Notifier>) -> Self {

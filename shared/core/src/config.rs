@@ -1,9 +1,16 @@
 //! Configuration: environment variables, parsed once at start-up into typed values.
 //!
-//! Every variable has a documented default (docs/configuration.md) except the ones a deployment
-//! must choose (`DATABASE_URL` in Lambda). A bad value stops start-up with an error naming the variable;
-//! nothing is re-read later.
+//! Invariants:
+//! - Every variable has a documented default (docs/configuration.md) except the ones a deployment
+//!   must choose (`DATABASE_URL` in Lambda). A bad value stops start-up with an error naming the
+//!   variable; nothing is re-read later.
+//! - [`Env::capture`] is the library's only read of the process environment, and only a `main`
+//!   calls it; each config struct's builder (`DispatchConfig::read(&Env)`, …) reads its variables
+//!   from that snapshot, and each binary's `Settings::read` calls the builders it needs, once.
+//! - A leaf: this module imports nothing from the rest of the crate.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// Why a configuration value was rejected.
@@ -15,47 +22,106 @@ pub enum ConfigError {
     Invalid { name: &'static str, value: String, message: String },
 }
 
-/// Reads an environment variable, treating an empty value as unset.
-pub fn var(name: &'static str) -> Option<String> {
-    std::env::var(name).ok().filter(|value| !value.trim().is_empty())
+/// A snapshot of the process environment, taken once by a `main` ([`Env::capture`], the only call
+/// of `std::env::vars` in the library), with the typed getters every settings builder uses. It
+/// records each name asked for, so a test can list the variables a binary reads
+/// ([`Env::names_read`]). Tests build one with [`Env::from_pairs`].
+#[derive(Debug, Default)]
+pub struct Env {
+    values: BTreeMap<String, String>,
+    read: Mutex<BTreeSet<String>>,
 }
 
-pub fn required(name: &'static str) -> Result<String, ConfigError> {
-    var(name).ok_or(ConfigError::Missing { name })
-}
+impl Env {
+    /// The process environment now (values that are not UTF-8 are read lossily).
+    pub fn capture() -> Env {
+        let values = std::env::vars_os()
+            .map(|(name, value)| (name.to_string_lossy().into_owned(), value.to_string_lossy().into_owned()))
+            .collect();
+        Env { values, read: Mutex::default() }
+    }
 
-/// Parses `name` with `FromStr`, or returns `default` when unset.
-pub fn parsed<T>(name: &'static str, default: T) -> Result<T, ConfigError>
-where
-    T: std::str::FromStr,
-    T::Err: std::fmt::Display,
-{
-    match var(name) {
-        None => Ok(default),
-        Some(value) => value.trim().parse().map_err(|e: T::Err| ConfigError::Invalid {
-            name,
-            value,
-            message: e.to_string(),
-        }),
+    /// An environment holding exactly `pairs` (tests).
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(pairs: impl IntoIterator<Item = (K, V)>) -> Env {
+        let values = pairs.into_iter().map(|(name, value)| (name.into(), value.into())).collect();
+        Env { values, read: Mutex::default() }
+    }
+
+    /// The same values with `name` set to `value` (tests: the variants that enable conditional reads).
+    pub fn with(mut self, name: impl Into<String>, value: impl Into<String>) -> Env {
+        self.values.insert(name.into(), value.into());
+        self
+    }
+
+    /// Every name asked for so far, set or not.
+    pub fn names_read(&self) -> BTreeSet<String> {
+        self.read.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// A variable, treating an empty value as unset.
+    pub fn var(&self, name: &str) -> Option<String> {
+        self.read.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(name.to_owned());
+        self.values.get(name).filter(|value| !value.trim().is_empty()).cloned()
+    }
+
+    pub fn required(&self, name: &'static str) -> Result<String, ConfigError> {
+        self.var(name).ok_or(ConfigError::Missing { name })
+    }
+
+    /// Parses `name` with `FromStr`, or returns `default` when unset.
+    pub fn parsed<T>(&self, name: &'static str, default: T) -> Result<T, ConfigError>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        match self.var(name) {
+            None => Ok(default),
+            Some(value) => value.trim().parse().map_err(|e: T::Err| ConfigError::Invalid {
+                name,
+                value,
+                message: e.to_string(),
+            }),
+        }
+    }
+
+    /// A whole number within `range`, or `default` when unset.
+    pub fn bounded(
+        &self,
+        name: &'static str,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<u64, ConfigError> {
+        let value = self.parsed(name, default)?;
+        if range.contains(&value) {
+            Ok(value)
+        } else {
+            Err(ConfigError::Invalid {
+                name,
+                value: value.to_string(),
+                message: format!("must be between {} and {}", range.start(), range.end()),
+            })
+        }
+    }
+
+    /// Milliseconds within `range` as a `Duration`, or `default` when unset.
+    pub fn millis(
+        &self,
+        name: &'static str,
+        default: u64,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<Duration, ConfigError> {
+        self.bounded(name, default, range).map(Duration::from_millis)
     }
 }
 
-/// A whole number within `range`, or `default` when unset.
-pub fn bounded(
-    name: &'static str,
-    default: u64,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<u64, ConfigError> {
-    let value = parsed(name, default)?;
-    if range.contains(&value) {
-        Ok(value)
-    } else {
-        Err(ConfigError::Invalid {
-            name,
-            value: value.to_string(),
-            message: format!("must be between {} and {}", range.start(), range.end()),
-        })
-    }
+/// The root certificate(s) of the database's TLS when the connection string names no
+/// `sslrootcert`: `CLINIC_DB_CA_FILE`, else libpq's default `~/.postgresql/root.crt` (under `HOME`)
+/// when that file exists.
+fn ca_file(env: &Env) -> Option<String> {
+    env.var("CLINIC_DB_CA_FILE").or_else(|| {
+        let path = std::path::Path::new(&env.var("HOME")?).join(".postgresql/root.crt");
+        path.is_file().then(|| path.display().to_string())
+    })
 }
 
 /// Database settings shared by every entry point.
@@ -92,10 +158,16 @@ impl DbAuth {
 }
 
 impl DatabaseConfig {
+    /// `CLINIC_DB_CA_FILE`, else libpq's default root certificate when it exists (see
+    /// docs/configuration.md, "Database TLS").
+    pub fn read_ca_file(env: &Env) -> Option<String> {
+        ca_file(env)
+    }
+
     /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`,
     /// and at most one of `CLINIC_DB_IAM_USER` and `CLINIC_DB_SECRET_ARN`.
-    pub fn from_env(default_pool: usize) -> Result<Self, ConfigError> {
-        let auth = match (var("CLINIC_DB_IAM_USER"), var("CLINIC_DB_SECRET_ARN")) {
+    pub fn read(env: &Env, default_pool: usize) -> Result<Self, ConfigError> {
+        let auth = match (env.var("CLINIC_DB_IAM_USER"), env.var("CLINIC_DB_SECRET_ARN")) {
             (None, None) => DbAuth::Url,
             (Some(user), None) => DbAuth::Iam { user },
             (None, Some(arn)) => DbAuth::Secret { arn },
@@ -109,19 +181,10 @@ impl DatabaseConfig {
             }
         };
         Ok(Self {
-            url: required("DATABASE_URL")?,
-            pool_size: bounded("CLINIC_DB_POOL_SIZE", default_pool as u64, 1..=256)? as usize,
-            ca_file: var("CLINIC_DB_CA_FILE"),
+            url: env.required("DATABASE_URL")?,
+            pool_size: env.bounded("CLINIC_DB_POOL_SIZE", default_pool as u64, 1..=256)? as usize,
+            ca_file: Self::read_ca_file(env),
             auth,
         })
     }
-}
-
-/// Milliseconds from the environment as a `Duration`.
-pub fn millis(
-    name: &'static str,
-    default: u64,
-    range: std::ops::RangeInclusive<u64>,
-) -> Result<Duration, ConfigError> {
-    bounded(name, default, range).map(Duration::from_millis)
 }

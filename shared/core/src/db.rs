@@ -56,25 +56,27 @@ pub enum DbError {
 }
 
 /// Builds a pool of `max_size` connections. Connections are opened lazily, on first checkout. Every
-/// session of the pool is an application session: it gets the [`SessionTimeouts`] (from the
-/// environment, defaults 10 s / 3 s / 15 s) unless the URL's own `options` set them.
+/// session of the pool is an application session: it gets the default [`SessionTimeouts`] (10 s / 3 s
+/// / 15 s) unless the URL's own `options` set them.
 pub fn connect_pool(url: &str, max_size: usize, ca_file: Option<&str>) -> Result<Pool, DbError> {
-    connect_pool_as(url, max_size, ca_file, None)
+    connect_pool_as(url, max_size, ca_file, None, &SessionTimeouts::default())
 }
 
-/// [`connect_pool`], logging in as `login` (when given) instead of the URL's user and password.
+/// [`connect_pool`], logging in as `login` (when given) instead of the URL's user and password, with
+/// the `timeouts` the process was configured with ([`SessionTimeouts::read`]).
 pub fn connect_pool_as(
     url: &str,
     max_size: usize,
     ca_file: Option<&str>,
     login: Option<&DbLogin>,
+    timeouts: &SessionTimeouts,
 ) -> Result<Pool, DbError> {
     let (mut config, settings) = tls::split(url, ca_file)?;
     tokens_need_tls(login, &settings)?;
     if config.get_application_name().is_none() {
         config.application_name("clinic");
     }
-    SessionTimeouts::from_env()?.apply(&mut config);
+    timeouts.apply(&mut config);
     config.connect_timeout(Duration::from_secs(5));
     let connect = PoolConnect { tls: tls::connector(&settings)?, login: login.cloned() };
     let manager =

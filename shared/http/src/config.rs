@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use clinic_core::config::{bounded, required, var, ConfigError};
+use clinic_core::config::{ConfigError, Env};
 use clinic_core::delivery::unsubscribe::KEY_SECRET_ARN_VAR as UNSUBSCRIBE_KEY_SECRET_ARN;
 
 /// How the API learns who is calling.
@@ -56,6 +56,9 @@ pub struct ApiConfig {
     /// locally `CLINIC_UNSUBSCRIBE_KEY`, else derived from the JWT secret. `None`: every token is
     /// refused.
     pub unsubscribe: Option<clinic_core::delivery::unsubscribe::UnsubscribeKeys>,
+    /// The dispatcher's `CLINIC_DISPATCH_MAX_ATTEMPTS` as this process's settings read it (the
+    /// operator overview shows it); `None` when the dispatch settings do not parse.
+    pub outbox_max_attempts: Option<i32>,
 }
 
 impl std::fmt::Debug for ApiConfig {
@@ -82,12 +85,87 @@ pub struct KeyArns {
 }
 
 impl KeyArns {
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            cursor: required("CLINIC_CURSOR_KEY_SECRET_ARN")?,
-            correlation: var("CLINIC_CORRELATION_KEY_SECRET_ARN"),
-            unsubscribe: var(UNSUBSCRIBE_KEY_SECRET_ARN),
+            cursor: env.required("CLINIC_CURSOR_KEY_SECRET_ARN")?,
+            correlation: env.var("CLINIC_CORRELATION_KEY_SECRET_ARN"),
+            unsubscribe: env.var(UNSUBSCRIBE_KEY_SECRET_ARN),
         })
+    }
+}
+
+/// What the API reads from its environment besides its keys (the Lambda's and `clinic dev`'s alike).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiSettings {
+    /// `CLINIC_READINESS_INTERVAL_SECS` (default 10, 1–300): how long a readiness answer is reused.
+    pub readiness_interval: Duration,
+    /// `CLINIC_SUBJECT_CLAIM` (default `sub`; read in Lambda only, local tokens always use `sub`).
+    pub subject_claim: String,
+    /// The dispatcher's `CLINIC_DISPATCH_MAX_ATTEMPTS` as this process reads it (the operator
+    /// overview shows it); `None` when the dispatch settings do not parse.
+    pub outbox_max_attempts: Option<i32>,
+}
+
+impl ApiSettings {
+    /// The Lambda's: every field from `env`.
+    pub fn read_lambda(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            subject_claim: env.var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
+            ..Self::read_local(env)?
+        })
+    }
+
+    /// A local process's (`clinic dev`): the subject claim is always `sub`.
+    pub fn read_local(env: &Env) -> Result<Self, ConfigError> {
+        let seconds = env.bounded("CLINIC_READINESS_INTERVAL_SECS", 10, 1..=300)?;
+        Ok(Self {
+            readiness_interval: Duration::from_secs(seconds),
+            subject_claim: "sub".into(),
+            outbox_max_attempts: clinic_core::dispatch::DispatchConfig::read(env)
+                .ok()
+                .map(|config| config.max_attempts),
+        })
+    }
+}
+
+/// The local keys and egress rule (`clinic dev`, never read in Lambda), checked when read; unset
+/// keys are derived from the JWT secret by [`ApiConfig::local`].
+#[derive(Clone)]
+pub struct LocalKeys {
+    /// `CLINIC_CURSOR_KEY` (at least 16 characters).
+    pub cursor: Option<Vec<u8>>,
+    /// `CLINIC_CORRELATION_KEY` and `CLINIC_CORRELATION_KEY_PREVIOUS` (at least 16 characters each).
+    pub correlation: Option<Vec<u8>>,
+    pub correlation_previous: Option<Vec<u8>>,
+    /// `CLINIC_UNSUBSCRIBE_KEY` (and its previous version).
+    pub unsubscribe: Option<clinic_core::delivery::unsubscribe::UnsubscribeKeys>,
+    /// `CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP` and the other webhook settings' egress rule.
+    pub webhook_egress: clinic_core::webhooks::guard::Egress,
+}
+
+impl std::fmt::Debug for LocalKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalKeys").field("webhook_egress", &self.webhook_egress).finish_non_exhaustive()
+    }
+}
+
+impl LocalKeys {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
+        let key = |name: &'static str| env.var(name).map(|key| secret(name, key)).transpose();
+        Ok(Self {
+            cursor: key("CLINIC_CURSOR_KEY")?,
+            correlation: key("CLINIC_CORRELATION_KEY")?,
+            correlation_previous: key("CLINIC_CORRELATION_KEY_PREVIOUS")?,
+            unsubscribe: clinic_core::delivery::unsubscribe::UnsubscribeKeys::read_local(env)?,
+            webhook_egress: clinic_core::webhooks::WebhookConfig::read(env, true)?.egress,
+        })
+    }
+}
+
+impl Default for LocalKeys {
+    /// As read from an empty environment: every key derived from the JWT secret.
+    fn default() -> Self {
+        Self::read(&Env::default()).expect("the defaults are valid")
     }
 }
 
@@ -103,8 +181,8 @@ pub struct LambdaKeys {
 
 impl ApiConfig {
     /// Lambda: claims from API Gateway; the keys were read from Secrets Manager by the `main`
-    /// ([`KeyArns`]; the cursor and correlation keys at least 16 characters).
-    pub fn lambda_from_env(keys: LambdaKeys) -> Result<Self, ConfigError> {
+    /// ([`KeyArns`]; the cursor and correlation keys at least 16 characters); the rest from `env`.
+    pub fn lambda(settings: &ApiSettings, keys: LambdaKeys) -> Result<Self, ConfigError> {
         let cursor_key = secret("CLINIC_CURSOR_KEY_SECRET_ARN", keys.cursor)?;
         let correlation = match keys.correlation {
             Some((current, previous)) => {
@@ -129,52 +207,48 @@ impl ApiConfig {
             auth: AuthConfig::ApiGatewayClaims,
             correlation,
             cursor_key,
-            readiness: readiness()?,
-            subject_claim: var("CLINIC_SUBJECT_CLAIM").unwrap_or_else(|| "sub".into()),
+            readiness: crate::readiness::Readiness::new(settings.readiness_interval),
+            subject_claim: settings.subject_claim.clone(),
             webhook_egress: clinic_core::webhooks::guard::Egress::default(),
             workspaces: Default::default(),
             webhook_key: keys.webhook,
             unsubscribe,
+            outbox_max_attempts: settings.outbox_max_attempts,
         })
     }
 
-    /// Local: `CLINIC_JWT_SECRET` verifies bearer tokens (and signs cursors unless `CLINIC_CURSOR_KEY`);
-    /// `webhook_key` is the local key (the caller loaded it from the data folder).
+    /// Local: `jwt_secret` (`CLINIC_JWT_SECRET`) verifies bearer tokens and stands in for every
+    /// key `keys` does not set (the cursor key; the correlation key derives from the cursor key; the
+    /// unsubscribe key derives from it); `webhook_key` is the local key (the caller loaded it from
+    /// the data folder).
     pub fn local(
+        settings: &ApiSettings,
+        keys: &LocalKeys,
         jwt_secret: &str,
         webhook_key: clinic_core::webhooks::secret_box::WebhookKey,
     ) -> Result<Self, ConfigError> {
-        let cursor_key = match var("CLINIC_CURSOR_KEY") {
-            Some(_) => cursor_key()?,
-            None => jwt_secret.as_bytes().to_vec(),
-        };
+        let cursor_key = keys.cursor.clone().unwrap_or_else(|| jwt_secret.as_bytes().to_vec());
         let auth = AuthConfig::Hs256 { secret: jwt_secret.as_bytes().to_vec() };
-        let correlation = correlation_keys(&cursor_key)?;
-        let webhook_egress = clinic_core::webhooks::WebhookConfig::from_env(true)?.egress;
-        let unsubscribe =
-            clinic_core::delivery::unsubscribe::UnsubscribeKeys::local_from_env(jwt_secret.as_bytes())?;
+        let correlation = crate::correlation::CorrelationKeys::new(
+            keys.correlation.as_deref().unwrap_or(&cursor_key),
+            keys.correlation_previous.as_deref(),
+        );
+        let unsubscribe = keys.unsubscribe.clone().unwrap_or_else(|| {
+            clinic_core::delivery::unsubscribe::UnsubscribeKeys::new(jwt_secret.as_bytes(), None)
+        });
         Ok(Self {
             auth,
             cursor_key,
             correlation,
-            readiness: readiness()?,
+            readiness: crate::readiness::Readiness::new(settings.readiness_interval),
             subject_claim: "sub".into(),
-            webhook_egress,
+            webhook_egress: keys.webhook_egress,
             workspaces: Default::default(),
             webhook_key: Some(webhook_key),
             unsubscribe: Some(unsubscribe),
+            outbox_max_attempts: settings.outbox_max_attempts,
         })
     }
-}
-
-/// `CLINIC_READINESS_INTERVAL_SECS` (default 10, 1–300): how long a readiness answer is reused.
-fn readiness() -> Result<crate::readiness::Readiness, ConfigError> {
-    let seconds = bounded("CLINIC_READINESS_INTERVAL_SECS", 10, 1..=300)?;
-    Ok(crate::readiness::Readiness::new(Duration::from_secs(seconds)))
-}
-
-fn cursor_key() -> Result<Vec<u8>, ConfigError> {
-    secret("CLINIC_CURSOR_KEY", required("CLINIC_CURSOR_KEY")?)
 }
 
 /// A secret of at least 16 characters (its value is never shown in the error; `name` is the setting
@@ -188,19 +262,6 @@ fn secret(name: &'static str, key: String) -> Result<Vec<u8>, ConfigError> {
         });
     }
     Ok(key.into_bytes())
-}
-
-/// `CLINIC_CORRELATION_KEY` (at least 16 characters; unset → derived from the cursor key) and, during
-/// a rotation, `CLINIC_CORRELATION_KEY_PREVIOUS`, still accepted but no longer issued.
-fn correlation_keys(cursor_key: &[u8]) -> Result<crate::correlation::CorrelationKeys, ConfigError> {
-    let current = match var("CLINIC_CORRELATION_KEY") {
-        Some(key) => secret("CLINIC_CORRELATION_KEY", key)?,
-        None => cursor_key.to_vec(),
-    };
-    let previous = var("CLINIC_CORRELATION_KEY_PREVIOUS")
-        .map(|key| secret("CLINIC_CORRELATION_KEY_PREVIOUS", key))
-        .transpose()?;
-    Ok(crate::correlation::CorrelationKeys::new(&current, previous.as_deref()))
 }
 
 #[cfg(test)]
@@ -222,12 +283,16 @@ mod tests {
     fn the_lambda_keys_come_from_the_secrets_and_the_previous_correlation_key_still_verifies() {
         let workspace = Some(WorkspaceId::generate());
         let id = CorrelationId::generate();
-        let before = ApiConfig::lambda_from_env(keys(Some(("correlation-key-old-0123", None)))).unwrap();
+        let before = ApiConfig::lambda(
+            &ApiSettings::read_lambda(&Env::default()).unwrap(),
+            keys(Some(("correlation-key-old-0123", None))),
+        )
+        .unwrap();
         let issued = before.correlation.issue(workspace, id);
-        let after = ApiConfig::lambda_from_env(keys(Some((
-            "correlation-key-new-0123",
-            Some("correlation-key-old-0123"),
-        ))))
+        let after = ApiConfig::lambda(
+            &ApiSettings::read_lambda(&Env::default()).unwrap(),
+            keys(Some(("correlation-key-new-0123", Some("correlation-key-old-0123")))),
+        )
         .unwrap();
         assert_eq!(
             after.correlation.verify(workspace, &issued),
@@ -238,12 +303,15 @@ mod tests {
         assert_eq!(after.cursor_key, b"cursor-key-from-the-secret-0123");
         assert!(after.webhook_key.is_none());
         // Without a correlation secret the key is derived from the cursor key.
-        let derived = ApiConfig::lambda_from_env(keys(None)).unwrap();
+        let derived =
+            ApiConfig::lambda(&ApiSettings::read_lambda(&Env::default()).unwrap(), keys(None)).unwrap();
         assert_eq!(derived.correlation.verify(workspace, &issued), None);
         // A short secret is refused, naming the setting and never the value.
         let mut short = keys(None);
         short.cursor = "tiny".into();
-        let error = ApiConfig::lambda_from_env(short).unwrap_err().to_string();
+        let error = ApiConfig::lambda(&ApiSettings::read_lambda(&Env::default()).unwrap(), short)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("CLINIC_CURSOR_KEY_SECRET_ARN") && !error.contains("tiny"), "{error}");
     }
 }

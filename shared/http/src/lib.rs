@@ -31,7 +31,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use deadpool_postgres::Pool;
 
-pub use config::{ApiConfig, AuthConfig, KeyArns, LambdaKeys};
+pub use config::{ApiConfig, ApiSettings, AuthConfig, KeyArns, LambdaKeys, LocalKeys};
 use problem::ApiError;
 
 /// What every handler shares: the pool and the API settings.

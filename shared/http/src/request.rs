@@ -109,6 +109,8 @@ pub fn trace_context(headers: &HeaderMap) -> Option<TraceParent> {
     header(&TRACEPARENT_HEADER)
         .and_then(|value| TraceParent::parse(value.trim()))
         .or_else(|| header(&AMZN_TRACE_HEADER).and_then(TraceParent::from_amzn))
+        // Not configuration: the Lambda runtime sets it anew for each invocation, so it is read per
+        // request (the one live environment read below a `main`).
         .or_else(|| std::env::var("_X_AMZN_TRACE_ID").ok().as_deref().and_then(TraceParent::from_amzn))
 }
 

@@ -39,13 +39,13 @@ pub fn timeouts() -> TimeoutConfig {
         .build()
 }
 
-/// Loads the shared AWS configuration (credentials from the usual environment; region from
-/// `CLINIC_DELIVERY_REGION`, else the usual environment) with [`timeouts`]; `endpoint` overrides the
-/// service endpoint (an emulator in tests and `clinic dev`).
-pub async fn aws_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
+/// Loads the shared AWS configuration (credentials from the usual environment; region `region`, the
+/// settings' `CLINIC_DELIVERY_REGION`, else the usual environment) with [`timeouts`]; `endpoint`
+/// overrides the service endpoint (an emulator in tests and `clinic dev`).
+pub async fn aws_config(endpoint: Option<&str>, region: Option<&str>) -> aws_config::SdkConfig {
     let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).timeout_config(timeouts());
-    if let Some(region) = clinic_core::config::var("CLINIC_DELIVERY_REGION") {
-        loader = loader.region(aws_config::Region::new(region));
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region.to_owned()));
     }
     if let Some(endpoint) = endpoint {
         loader = loader.endpoint_url(endpoint);
@@ -57,7 +57,8 @@ pub async fn aws_config(endpoint: Option<&str>) -> aws_config::SdkConfig {
 /// named. `endpoint`: `CLINIC_AWS_ENDPOINT` (emulators).
 pub async fn providers(config: &DeliveryConfig, endpoint: Option<&str>) -> Providers {
     let needs_aws = config.notifiers.iter().any(|k| matches!(k, NotifierKind::Ses | NotifierKind::Sns));
-    let sdk = if needs_aws { Some(aws_config(endpoint).await) } else { None };
+    let sdk =
+        if needs_aws { Some(aws_config(endpoint, config.provider_region.as_deref()).await) } else { None };
     providers_from(config, sdk.as_ref())
 }
 

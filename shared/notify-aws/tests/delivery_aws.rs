@@ -29,12 +29,7 @@ const FROM: &str = "clinic-tests@example.test";
 const LOCAL_START: &str = "Tuesday 12 January 2027, 14:30 CET";
 
 fn endpoint() -> Option<String> {
-    for name in ["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"] {
-        if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
-            return Some(value);
-        }
-    }
-    None
+    clinic_testkit::test_env::first(&["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"])
 }
 
 /// The emulator, or a fresh one (kept alive for the whole test binary).

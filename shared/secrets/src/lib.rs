@@ -231,12 +231,9 @@ pub struct WebhookKeySources {
 
 impl WebhookKeySources {
     /// `CLINIC_WEBHOOK_KEY_SECRET_ARN` and `CLINIC_WEBHOOK_KMS_KEY_ID` (a `main` calls this).
-    pub fn from_env() -> WebhookKeySources {
+    pub fn read_settings(env: &clinic_core::config::Env) -> WebhookKeySources {
         use clinic_core::webhooks::secret_box::{KEY_SECRET_ARN_VAR, KMS_KEY_VAR};
-        WebhookKeySources {
-            keyring_arn: clinic_core::config::var(KEY_SECRET_ARN_VAR),
-            kms_key_id: clinic_core::config::var(KMS_KEY_VAR),
-        }
+        WebhookKeySources { keyring_arn: env.var(KEY_SECRET_ARN_VAR), kms_key_id: env.var(KMS_KEY_VAR) }
     }
 
     fn is_empty(&self) -> bool {
@@ -299,12 +296,14 @@ impl StartupSecrets {
     pub fn connect_pool(
         &self,
         database: &DatabaseConfig,
+        timeouts: &clinic_core::db::SessionTimeouts,
     ) -> Result<deadpool_postgres::Pool, clinic_core::db::DbError> {
         clinic_core::db::connect_pool_as(
             &database.url,
             database.pool_size,
             database.ca_file.as_deref(),
             self.login.as_ref(),
+            timeouts,
         )
     }
 }

@@ -17,10 +17,10 @@ use clinic_secrets::{DbLoginSecret, Secrets};
 /// The emulator, or a fresh one (kept alive for the whole test binary).
 fn emulator() -> Option<String> {
     static EMULATOR: std::sync::OnceLock<Option<clinic_sqs::testing::Emulator>> = std::sync::OnceLock::new();
-    for name in ["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"] {
-        if let Some(value) = std::env::var(name).ok().filter(|v| !v.trim().is_empty()) {
-            return Some(value);
-        }
+    if let Some(value) =
+        clinic_testkit::test_env::first(&["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"])
+    {
+        return Some(value);
     }
     EMULATOR.get_or_init(clinic_sqs::testing::Emulator::start).as_ref().map(|e| e.endpoint.clone())
 }
@@ -85,7 +85,7 @@ async fn a_rotated_database_login_is_re_read_when_postgres_refuses_it() {
         .with_min_interval(Duration::ZERO);
     assert_eq!((login.user(), login.reads()), (first.clone(), 1));
     let url = url_without_user(&db.url);
-    let pool = connect_pool_as(&url, 4, None, Some(&login)).unwrap();
+    let pool = connect_pool_as(&url, 4, None, Some(&login), &Default::default()).unwrap();
     let session_user = |pool: deadpool_postgres::Pool| async move {
         let conn = pool.get().await.map_err(|e| e.to_string())?;
         let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;
@@ -409,7 +409,7 @@ async fn a_rotated_database_password_is_re_read_when_postgres_refuses_it() {
             .await;
     let login =
         clinic_secrets::database_login(&secrets, &arn).await.unwrap().with_min_interval(Duration::ZERO);
-    let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login)).unwrap();
+    let pool = connect_pool_as(&cluster.url(), 2, None, Some(&login), &Default::default()).unwrap();
     let query = |pool: deadpool_postgres::Pool| async move {
         let conn = pool.get().await.map_err(|e| e.to_string())?;
         let row = conn.query_one("SELECT session_user::text", &[]).await.map_err(|e| e.to_string())?;

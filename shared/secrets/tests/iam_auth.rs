@@ -20,7 +20,8 @@ fn tokens(host: &str, port: u16, user: &str) -> IamDbAuth {
 
 /// Python with botocore: the test tools' interpreter (tests/run's venv holds moto, hence botocore).
 fn python_with_botocore() -> Option<String> {
-    let python = std::env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python =
+        clinic_testkit::test_env::var("CLINIC_TEST_WEBHOOK_PYTHON").unwrap_or_else(|| "python3".into());
     let probe = Command::new(&python).args(["-c", "import botocore"]).output().ok()?;
     probe.status.success().then_some(python)
 }
@@ -115,7 +116,7 @@ async fn every_new_connection_logs_in_with_a_token_made_for_it() {
     assert!(login.per_connection());
     assert_eq!(login.reads(), 1, "start-up makes one token (it proves the credentials work)");
 
-    let pool = connect_pool_as(&url, 3, None, Some(&login)).unwrap();
+    let pool = connect_pool_as(&url, 3, None, Some(&login), &Default::default()).unwrap();
     let held = futures::future::try_join_all((0..3).map(|_| pool.get())).await.unwrap();
     for client in &held {
         let row = client
@@ -142,7 +143,8 @@ async fn an_iam_token_is_never_sent_without_tls() {
     let login = DbLogin::start(tokens("127.0.0.1", 5432, "nobody")).await.unwrap();
     for sslmode in ["disable", "allow", "prefer"] {
         let (_, _, url) = url_as(&db.url, &db.name, sslmode);
-        let refused = connect_pool_as(&url, 1, None, Some(&login)).map(|_| ()).unwrap_err();
+        let refused =
+            connect_pool_as(&url, 1, None, Some(&login), &Default::default()).map(|_| ()).unwrap_err();
         assert!(
             matches!(&refused, DbError::Tls(message) if message.contains("sslmode=require")),
             "{refused}"

@@ -13,9 +13,7 @@ use clinic_core::webhooks::signing::Secret;
 use clinic_secrets::kms::KmsKeys;
 
 fn emulator() -> Option<String> {
-    ["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"]
-        .iter()
-        .find_map(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+    clinic_testkit::test_env::first(&["CLINIC_TEST_AWS_ENDPOINT", "CLINIC_TEST_SQS_ENDPOINT"])
 }
 
 async fn sdk(endpoint: &str) -> aws_config::SdkConfig {

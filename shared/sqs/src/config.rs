@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use clinic_core::config::{millis, var, ConfigError};
+use clinic_core::config::{ConfigError, Env};
 use clinic_core::listeners::Listener;
 
 /// The queue of every listener.
@@ -33,11 +33,11 @@ pub fn template_logical_id(listener: Listener) -> String {
 
 impl QueueMap {
     /// Every listener must have a queue: a missing one is an error naming the variable.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.trim().is_empty()))
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| env.var(name))
     }
 
-    /// Like [`QueueMap::from_env`] with another source of variables (tests).
+    /// Like [`QueueMap::read`] with another source of variables.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut map = HashMap::new();
         for listener in Listener::ALL {
@@ -75,14 +75,13 @@ pub struct SqsConfig {
 }
 
 impl SqsConfig {
-    /// Also checks `CLINIC_SCHEMA_BASE_URL` (the base of every message's `dataschema`), so a bad
-    /// value stops start-up.
-    pub fn from_env() -> Result<Self, ConfigError> {
-        clinic_core::contract::schema_base_from_env()?;
+    /// The queues, `CLINIC_CLOUDEVENTS_SOURCE` and `CLINIC_SQS_ENDPOINT` (the schema base of the
+    /// messages' `dataschema` is the process's, fixed by its `main`).
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            queues: QueueMap::from_env()?,
-            source_prefix: var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into()),
-            endpoint: var("CLINIC_SQS_ENDPOINT"),
+            queues: QueueMap::read(env)?,
+            source_prefix: env.var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into()),
+            endpoint: env.var("CLINIC_SQS_ENDPOINT"),
         })
     }
 }
@@ -111,11 +110,11 @@ impl Default for SqsTimeouts {
 }
 
 impl SqsTimeouts {
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         let timeouts = Self {
-            operation: millis("CLINIC_SQS_OPERATION_TIMEOUT_MS", 10_000, 100..=25_000)?,
-            attempt: millis("CLINIC_SQS_ATTEMPT_TIMEOUT_MS", 3_000, 50..=25_000)?,
-            connect: millis("CLINIC_SQS_CONNECT_TIMEOUT_MS", 2_000, 50..=25_000)?,
+            operation: env.millis("CLINIC_SQS_OPERATION_TIMEOUT_MS", 10_000, 100..=25_000)?,
+            attempt: env.millis("CLINIC_SQS_ATTEMPT_TIMEOUT_MS", 3_000, 50..=25_000)?,
+            connect: env.millis("CLINIC_SQS_CONNECT_TIMEOUT_MS", 2_000, 50..=25_000)?,
         };
         if timeouts.attempt > timeouts.operation {
             return Err(ConfigError::Invalid {

@@ -13,7 +13,7 @@
 //! `listener` message attribute), so one consumer function can serve every queue and a message moved
 //! between queues by hand is still routed correctly.
 //!
-//! Configuration ([`SqsConfig::from_env`]): `CLINIC_SQS_QUEUE_URL_<LISTENER>` for every listener
+//! Configuration ([`SqsConfig::read`]): `CLINIC_SQS_QUEUE_URL_<LISTENER>` for every listener
 //! (the listener name upper-cased, e.g. `CLINIC_SQS_QUEUE_URL_PATIENT_BOOKING_CONFIRMATION`; all
 //! required), `CLINIC_CLOUDEVENTS_SOURCE` (default `/clinic`; the `source` attribute is
 //! `<source>/workspaces/<workspaceId>`) and `CLINIC_SQS_ENDPOINT` (optional endpoint override, e.g. a

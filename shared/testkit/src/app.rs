@@ -56,8 +56,11 @@ impl TestApp {
     pub async fn new() -> TestApp {
         let db = fresh_db().await;
         let pool = connect_pool(&db.url_for_role("clinic_app"), 8, None).expect("pool");
-        let state =
-            AppState { pool, api: ApiConfig::local(TEST_SECRET, crate::webhook_key()).expect("api config") };
+        let settings =
+            clinic_http::ApiSettings::read_local(&clinic_core::config::Env::default()).expect("settings");
+        let keys = clinic_http::LocalKeys::default();
+        let api = ApiConfig::local(&settings, &keys, TEST_SECRET, crate::webhook_key()).expect("api config");
+        let state = AppState { pool, api };
         let router = router(state.clone());
         let mut app = TestApp {
             db,

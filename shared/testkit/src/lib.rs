@@ -28,6 +28,7 @@
 pub mod app;
 mod logging;
 pub mod seed;
+pub mod test_env;
 
 pub use logging::{capture_logs, init_test_logging, CapturedLogs};
 
@@ -78,14 +79,11 @@ pub fn free_port() -> std::io::Result<u16> {
 
 /// The admin connection string: `DATABASE_URL` when set and not blank, else [`DEFAULT_ADMIN_URL`].
 pub fn admin_url() -> String {
-    std::env::var("DATABASE_URL")
-        .ok()
-        .filter(|url| !url.trim().is_empty())
-        .unwrap_or_else(|| DEFAULT_ADMIN_URL.to_owned())
+    test_env::var("DATABASE_URL").unwrap_or_else(|| DEFAULT_ADMIN_URL.to_owned())
 }
 
 fn ca_file() -> Option<String> {
-    std::env::var("CLINIC_DB_CA_FILE").ok().filter(|path| !path.is_empty())
+    test_env::var("CLINIC_DB_CA_FILE")
 }
 
 /// Opens one connection to the admin database (the one `DATABASE_URL` names).
@@ -315,7 +313,7 @@ fn describe(error: &tokio_postgres::Error) -> String {
 }
 
 fn env_flag(name: &str) -> bool {
-    matches!(std::env::var(name).as_deref(), Ok("1" | "true" | "yes"))
+    test_env::flag(name)
 }
 
 #[cfg(test)]

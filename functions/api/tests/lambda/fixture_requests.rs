@@ -42,6 +42,7 @@ fn lambda_state(db: &TestDb) -> AppState {
             workspaces: Default::default(),
             webhook_key: Some(clinic_testkit::webhook_key()),
             unsubscribe: None,
+            outbox_max_attempts: Some(10),
         },
     }
 }

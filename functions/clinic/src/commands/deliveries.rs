@@ -10,7 +10,7 @@
 //! `CLINIC_DELIVERY_POLL_MS` (default 100 ms), writing files under `<data dir>/mail` by default.
 
 use anyhow::anyhow;
-use clinic_core::delivery::{DeliveryConfig, DeliveryStatus, Sender};
+use clinic_core::delivery::{DeliveryStatus, Sender};
 use clinic_core::error::DomainError;
 use clinic_core::ids::{NotificationId, WorkspaceId};
 use clinic_core::lease::ActionKind;
@@ -135,22 +135,25 @@ pub async fn act<Q: OperatedQueue>(action: ActionKind, args: ActionArgs) -> anyh
 /// address; `clinic deliveries send`: `http://127.0.0.1:<CLINIC_PORT, 3000>`), signed with the local
 /// key (`CLINIC_UNSUBSCRIBE_KEY`, else derived from the JWT secret, as the API verifies).
 pub async fn sender(pool: Pool, base: &str) -> anyhow::Result<Sender> {
-    let mut config = DeliveryConfig::from_env("file")?;
-    if clinic_core::config::var("CLINIC_DELIVERY_DIR").is_none() {
-        config.file_dir = crate::settings::data_dir().join("mail");
-    }
+    let settings = crate::settings::current();
+    let mut config = settings.delivery.clone();
     let secret = crate::settings::jwt_secret()?;
-    let keys = clinic_core::delivery::unsubscribe::UnsubscribeKeys::local_from_env(secret.as_bytes())?;
-    config.unsubscribe =
-        clinic_core::delivery::unsubscribe::UnsubscribeLinks::from_env(Some(keys), Some(base))?;
-    let endpoint = clinic_core::config::var("CLINIC_AWS_ENDPOINT");
-    let providers = clinic_notify_aws::providers(&config, endpoint.as_deref()).await;
+    let keys =
+        settings.local_keys.unsubscribe.clone().unwrap_or_else(|| {
+            clinic_core::delivery::unsubscribe::UnsubscribeKeys::new(secret.as_bytes(), None)
+        });
+    config.unsubscribe = clinic_core::delivery::unsubscribe::UnsubscribeLinks::configure(
+        &settings.links,
+        Some(keys),
+        Some(base),
+    )?;
+    let providers = clinic_notify_aws::providers(&config, settings.aws_endpoint.as_deref()).await;
     Ok(Sender::new(pool, providers, config))
 }
 
 async fn send() -> anyhow::Result<()> {
     let (pool, _cluster) = pool().await?;
-    let port = clinic_core::config::parsed("CLINIC_PORT", 3000u16)?;
+    let port = crate::settings::current().port;
     let report = sender(pool, &format!("http://127.0.0.1:{port}")).await?.send_due(1000).await?;
     print(serde_json::to_value(report)?)
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clinic_core::context::Ctx;
-use clinic_core::db::{connect_pool, url_with_role};
+use clinic_core::db::{connect_pool_as, url_with_role};
 use clinic_core::domain::values::{Name, Specialty};
 use clinic_core::ids::{MemberId, WorkspaceId};
 use clinic_core::practitioners::{self, NewPractitioner};
@@ -42,7 +42,7 @@ pub struct DevArgs {
 }
 
 pub async fn run(args: DevArgs) -> anyhow::Result<()> {
-    telemetry::init(LogFormat::Text);
+    telemetry::init(LogFormat::Text, &crate::settings::current().telemetry);
     let shutdown = Shutdown::install()?;
     let ephemeral = args.ephemeral;
     let (url, mut cluster) =
@@ -85,10 +85,12 @@ impl Shutdown {
 async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<()> {
     crate::commands::migrate::apply(url).await?;
     let app_url = url_with_role(url, "clinic_app");
-    let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
-    let pool = connect_pool(&app_url, 16, ca_file.as_deref())?;
+    let settings = crate::settings::current();
+    let ca_file = settings.ca_file.as_deref();
+    let pool = connect_pool_as(&app_url, 16, ca_file, None, &settings.db_timeouts)?;
     // Tenants and members are the owner's to create: `clinic_app` may only read them (migration V6).
-    let (workspace_id, admin_id) = seed(&connect_pool(url, 1, ca_file.as_deref())?).await?;
+    let (workspace_id, admin_id) =
+        seed(&connect_pool_as(url, 1, ca_file, None, &settings.db_timeouts)?).await?;
     let secret = crate::settings::jwt_secret()?;
     let token = issue_token(
         secret.as_bytes(),
@@ -108,14 +110,16 @@ async fn serve(args: DevArgs, url: &str, shutdown: Shutdown) -> anyhow::Result<(
         bound if bound.ip().is_unspecified() => SocketAddr::new([127, 0, 0, 1].into(), bound.port()),
         bound => bound,
     };
-    clinic_core::contract::serve_schemas_at(&format!("http://{reached}"));
+    clinic_core::contract::serve_schemas_at(&format!("http://{reached}"), settings.schema_base.as_deref());
 
     // One delivery sender: the listeners' fast path and the loop that sends what it left.
     let sender = crate::commands::deliveries::sender(pool.clone(), &format!("http://{reached}")).await?;
     let dispatcher = crate::dev_dispatcher::spawn(&app_url, pool.clone(), Some(sender.clone())).await?;
     let sender = crate::commands::deliveries::spawn(sender);
 
-    let state = AppState { pool, api: ApiConfig::local(&secret, crate::settings::webhook_key()?)? };
+    let api =
+        ApiConfig::local(&settings.api, &settings.local_keys, &secret, crate::settings::webhook_key()?)?;
+    let state = AppState { pool, api };
     println!("clinic dev is running");
     println!("  base URL:   http://{address}");
     println!("  database:   {}", clinic_core::db::redact(url));

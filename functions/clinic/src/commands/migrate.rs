@@ -15,9 +15,8 @@ pub async fn run() -> anyhow::Result<()> {
 
 /// Applies pending migrations over a dedicated connection (TLS per the URL's sslmode).
 pub async fn apply(url: &str) -> anyhow::Result<Vec<i32>> {
-    let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
-    let mut client = clinic_core::db::connect_single(url, ca_file.as_deref(), None)
-        .await
-        .context("connecting to the database")?;
+    let ca_file = crate::settings::current().ca_file.as_deref();
+    let mut client =
+        clinic_core::db::connect_single(url, ca_file, None).await.context("connecting to the database")?;
     Ok(clinic_core::db::migrate(&mut client).await?)
 }

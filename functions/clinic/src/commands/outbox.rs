@@ -10,7 +10,8 @@
 use anyhow::{anyhow, Context};
 use clinic_core::error::DomainError;
 use clinic_core::events::EventType;
-use clinic_core::housekeeping::retention::{self, RetentionConfig};
+use clinic_core::housekeeping::retention::RetentionConfig;
+use clinic_core::housekeeping::{Job, Sweep};
 use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{self, ActionRequest, Operator, OutboxFilter};
@@ -149,9 +150,10 @@ pub async fn run(args: OutboxArgs) -> anyhow::Result<()> {
 /// A pool of two connections on `DATABASE_URL` (or the dev cluster, started when needed).
 pub async fn pool() -> anyhow::Result<(Pool, Option<crate::local_pg::LocalPostgres>)> {
     let (url, cluster) = crate::settings::database()?;
-    let ca_file = clinic_core::config::var("CLINIC_DB_CA_FILE");
+    let settings = crate::settings::current();
     let pool =
-        clinic_core::db::connect_pool(&url, 2, ca_file.as_deref()).context("connecting to the database")?;
+        clinic_core::db::connect_pool_as(&url, 2, settings.ca_file.as_deref(), None, &settings.db_timeouts)
+            .context("connecting to the database")?;
     Ok((pool, cluster))
 }
 
@@ -279,7 +281,7 @@ async fn stats(args: ScopeArgs) -> anyhow::Result<()> {
 }
 
 async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
-    let mut config = RetentionConfig::from_env()?;
+    let mut config: RetentionConfig = crate::settings::current().retention;
     if let Some(hours) = args.retention_hours {
         anyhow::ensure!((1..=87_600).contains(&hours), "--retention-hours must be between 1 and 87600");
         config.retention = std::time::Duration::from_secs(hours * 3600);
@@ -293,7 +295,8 @@ async fn sweep(args: SweepArgs) -> anyhow::Result<()> {
         config.budget = std::time::Duration::from_secs(secs);
     }
     let (pool, _cluster) = pool().await?;
-    let report = retention::sweep(&pool, &config, clinic_core::domain::values::now()).await?;
+    // The housekeeping Lambda's `sweep` job, with no deadline (its own budget bounds it).
+    let report = Sweep { pool, config }.run(None).await?;
     print(serde_json::to_value(report)?)
 }
 

@@ -11,7 +11,7 @@ use clinic_core::ids::{EventId, WebhookEndpointId, WorkspaceId};
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{Operator, WebhookDeliveries};
 use clinic_core::webhooks::endpoints::{self, EndpointChange, NewEndpoint};
-use clinic_core::webhooks::{guard, store, WebhookConfig, WebhookSender};
+use clinic_core::webhooks::{guard, store, WebhookSender};
 use serde_json::{json, Value};
 
 use super::outbox::{pool, print};
@@ -185,7 +185,7 @@ fn explain(error: DomainError) -> anyhow::Error {
 }
 
 async fn check_url(url: &str) -> anyhow::Result<()> {
-    let egress = WebhookConfig::from_env(true)?.egress;
+    let egress = crate::settings::current().webhooks.egress;
     guard::check_url(url, egress, &guard::SystemResolver)
         .await
         .map_err(|refused| anyhow!("invalid --url: {refused}"))
@@ -210,11 +210,10 @@ pub async fn run(args: WebhooksArgs) -> anyhow::Result<()> {
     let args = WebhooksArgs { command };
     if let C::Send = args.command {
         let (pool, _cluster) = pool().await?;
-        let source =
-            clinic_core::config::var("CLINIC_CLOUDEVENTS_SOURCE").unwrap_or_else(|| "/clinic".into());
+        let settings = crate::settings::current();
+        let source = &settings.listener.source_prefix;
         let key = crate::settings::webhook_key()?;
-        let sender =
-            WebhookSender::new(pool, WebhookConfig::from_env(true)?, key, clinic_sqs::webhook_body(&source));
+        let sender = WebhookSender::new(pool, settings.webhooks, key, clinic_sqs::webhook_body(source));
         return print(serde_json::to_value(sender.send_due(1000).await?)?);
     }
     let (pool, _cluster) = pool().await?;

@@ -26,8 +26,8 @@ pub(super) fn parse_major(version_line: &str) -> Option<u32> {
 /// The folder holding `initdb` and `pg_ctl`; the Debian folder of `data_version` when installed.
 pub(super) fn find_bin(data_version: Option<u32>) -> anyhow::Result<PathBuf> {
     let has_tools = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    if let Some(dir) = std::env::var_os("CLINIC_PG_BIN").filter(|dir| !dir.is_empty()) {
-        let dir = PathBuf::from(dir);
+    let settings = crate::settings::current();
+    if let Some(dir) = settings.pg_bin.clone() {
         if has_tools(&dir) {
             return Ok(dir);
         }
@@ -39,7 +39,7 @@ pub(super) fn find_bin(data_version: Option<u32>) -> anyhow::Result<PathBuf> {
             return Ok(dir);
         }
     }
-    if let Some(path) = std::env::var_os("PATH") {
+    if let Some(path) = &settings.path {
         for dir in std::env::split_paths(&path) {
             if has_tools(&dir) {
                 // Debian links /usr/bin/pg_ctl to a wrapper; use the real folder when it is a symlink.

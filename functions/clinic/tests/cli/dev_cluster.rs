@@ -19,7 +19,8 @@ const STOP_BOUND: Duration = Duration::from_secs(90);
 
 fn postgres_installed() -> bool {
     let has = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
-    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| has(&dir)))
+    clinic_testkit::test_env::var("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| has(&dir)))
         || std::fs::read_dir("/usr/lib/postgresql")
             .into_iter()
             .flatten()

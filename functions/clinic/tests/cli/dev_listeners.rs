@@ -65,7 +65,7 @@ async fn clinic_dev_sends_a_notification_right_after_the_listener_commits() {
 
 #[tokio::test]
 async fn clinic_dev_on_sqs_sends_a_notification_right_after_the_listener_commits() {
-    let Ok(endpoint) = std::env::var("CLINIC_TEST_SQS_ENDPOINT") else {
+    let Some(endpoint) = clinic_testkit::test_env::var("CLINIC_TEST_SQS_ENDPOINT") else {
         eprintln!("skipped: CLINIC_TEST_SQS_ENDPOINT is not set");
         return;
     };

@@ -3,7 +3,7 @@
 //! its reserved slots.
 //!
 //! A listener added to the catalog without its queue would stop the dispatcher at start-up in AWS
-//! (`QueueMap::from_env` requires every listener's URL); this test catches it before a deploy.
+//! (`QueueMap::read` requires every listener's URL); this test catches it before a deploy.
 
 use clinic_core::listeners::Listener;
 use clinic_dispatcher::DEADLINE_MARGIN;

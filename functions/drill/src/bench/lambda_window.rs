@@ -128,7 +128,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         // attempt timeout of the template (3 s) would open the breaker on the emulator's pauses.
         ("CLINIC_SQS_ATTEMPT_TIMEOUT_MS", "10000".into()),
         ("CLINIC_SQS_OPERATION_TIMEOUT_MS", "20000".into()),
-        ("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())),
+        ("RUST_LOG", crate::settings::current().rust_log.clone().unwrap_or_else(|| "warn".into())),
         // The credentials and region of `emulator.client()`, which created the queues.
         ("AWS_ACCESS_KEY_ID", "test".into()),
         ("AWS_SECRET_ACCESS_KEY", "test".into()),
@@ -204,7 +204,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
 /// an SQS emulator (`CLINIC_TEST_SQS_ENDPOINT`, or `moto_server` on PATH).
 pub fn prerequisites() -> anyhow::Result<()> {
     dispatcher_binary()?;
-    let endpoint = clinic_core::config::var("CLINIC_TEST_SQS_ENDPOINT").is_some();
+    let endpoint = clinic_testkit::test_env::var("CLINIC_TEST_SQS_ENDPOINT").is_some();
     let moto = std::process::Command::new("moto_server")
         .arg("--help")
         .stdout(Stdio::null())
@@ -222,7 +222,7 @@ pub fn prerequisites() -> anyhow::Result<()> {
 /// `CLINIC_BENCH_DISPATCHER_BIN`, else `clinic-dispatcher` beside this binary (same profile and
 /// target folder), built there first when missing and this binary was built from the workspace.
 fn dispatcher_binary() -> anyhow::Result<PathBuf> {
-    if let Some(path) = clinic_core::config::var("CLINIC_BENCH_DISPATCHER_BIN") {
+    if let Some(path) = &crate::settings::current().dispatcher_bin {
         return Ok(PathBuf::from(path));
     }
     let exe = std::env::current_exe().context("locating the clinic-drill binary")?;

@@ -305,13 +305,16 @@ async fn run_each(
 /// level), so the cost of the export per event can be measured.
 pub(crate) fn init_logging() {
     use tracing_subscriber::EnvFilter;
-    let exporting =
-        clinic_core::telemetry::ENDPOINT_VARIABLES.iter().any(|name| std::env::var_os(name).is_some());
-    if exporting {
-        clinic_core::telemetry::init(clinic_core::telemetry::LogFormat::Text);
+    let settings = crate::settings::current();
+    if settings.telemetry.export {
+        clinic_core::telemetry::init(clinic_core::telemetry::LogFormat::Text, &settings.telemetry);
         return;
     }
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = settings
+        .rust_log
+        .as_deref()
+        .and_then(|filter| EnvFilter::try_new(filter).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
     let _ =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).compact().try_init();
 }

@@ -37,8 +37,12 @@ pub struct ServeArgs {
 /// The child side.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     super::init_logging();
-    let url = std::env::var(URL_VAR).with_context(|| format!("{URL_VAR} is not set"))?;
-    let secret = std::env::var(SECRET_VAR).with_context(|| format!("{SECRET_VAR} is not set"))?;
+    let url = crate::settings::current()
+        .bench_database_url
+        .clone()
+        .with_context(|| format!("{URL_VAR} is not set"))?;
+    let secret =
+        clinic::settings::current().jwt_secret.clone().with_context(|| format!("{SECRET_VAR} is not set"))?;
     let pool = connect_pool(&url, args.pool, None)?;
     let dispatcher = match (args.dispatcher, args.transport_latency_ms) {
         (false, _) => None,
@@ -50,7 +54,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     let state = AppState {
         pool,
-        api: ApiConfig::local(&secret, clinic_core::webhooks::secret_box::WebhookKey::generate())?,
+        api: ApiConfig::local(
+            &clinic::settings::current().api,
+            &clinic::settings::current().local_keys,
+            &secret,
+            clinic_core::webhooks::secret_box::WebhookKey::generate(),
+        )?,
     };
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
     println!("listening {}", listener.local_addr()?);

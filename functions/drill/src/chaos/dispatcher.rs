@@ -43,31 +43,35 @@ impl Notifier for ChaosNotifier {
 /// `clinic dispatch-loop`: the dispatcher on `DATABASE_URL` until killed — local listeners (with the
 /// planted failure of `CLINIC_CHAOS_FAIL_EVENT` / `CLINIC_CHAOS_FAIL_LISTENER` when set), or SQS.
 pub async fn dispatch_loop() -> anyhow::Result<()> {
-    telemetry::init(LogFormat::Json);
-    let url = clinic_core::config::required("DATABASE_URL")?;
-    let planted =
-        match (clinic_core::config::var(FAIL_EVENT_VAR), clinic_core::config::var(FAIL_LISTENER_VAR)) {
-            (Some(event), Some(listener)) => Some((
-                event.parse::<EventId>().map_err(|_| anyhow!("{FAIL_EVENT_VAR} must be an event id"))?,
-                Listener::parse(&listener)
-                    .ok_or_else(|| anyhow!("{FAIL_LISTENER_VAR} must name a listener"))?,
-            )),
-            _ => None,
-        };
+    let settings = crate::settings::current();
+    telemetry::init(LogFormat::Json, &settings.telemetry);
+    let url = clinic::settings::current().database_url.clone().context("DATABASE_URL is required")?;
+    let planted = match (settings.chaos_fail_event.clone(), settings.chaos_fail_listener.clone()) {
+        (Some(event), Some(listener)) => Some((
+            event.parse::<EventId>().map_err(|_| anyhow!("{FAIL_EVENT_VAR} must be an event id"))?,
+            Listener::parse(&listener).ok_or_else(|| anyhow!("{FAIL_LISTENER_VAR} must name a listener"))?,
+        )),
+        _ => None,
+    };
     let pool = connect_pool(&url, 8, None)?;
-    let transport: Arc<dyn Transport> = if clinic_core::config::var(TRANSPORT_VAR).as_deref() == Some("sqs") {
-        let config = clinic_sqs::SqsConfig::from_env()?;
+    let transport: Arc<dyn Transport> = if let Some(read) = &settings.chaos_sqs {
+        let config = read.as_ref().map_err(|error| anyhow!("{error}"))?;
         let client = clinic_sqs::build_client(config.endpoint.as_deref()).await;
-        Arc::new(clinic_sqs::SqsTransport::from_config(client, &config))
+        Arc::new(clinic_sqs::SqsTransport::from_config(client, config))
     } else {
-        Arc::new(LocalTransport::new(pool.clone()).with_notifier(Arc::new(ChaosNotifier { planted })))
+        Arc::new(
+            LocalTransport::new(pool.clone())
+                .with_notifier(Arc::new(ChaosNotifier { planted }))
+                .with_metrics(clinic::settings::current().metrics),
+        )
     };
     // The custody reconciler beside it, a pass every second (`CLINIC_CUSTODY_*`): what the drain
     // invocations and the scheduled passes do in AWS.
     let (_stop_reconciler, stopped) = tokio::sync::watch::channel(false);
     let every = std::time::Duration::from_secs(1);
     tokio::spawn(clinic::dev_dispatcher::reconcile_loop(pool.clone(), transport.clone(), stopped, every));
-    let dispatcher = Dispatcher::new(pool, transport, DispatchConfig::from_env()?).with_listen(url, None);
+    let config: DispatchConfig = clinic::settings::current().dispatch;
+    let dispatcher = Dispatcher::new(pool, transport, config).with_listen(url, None);
     let report = dispatcher
         .run_until(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -71,7 +71,7 @@ use clinic_core::listeners::Listener;
 use clinic_core::telemetry::{self, LogFormat};
 
 pub use args::ChaosArgs;
-pub use dispatcher::dispatch_loop;
+pub use dispatcher::{dispatch_loop, FAIL_EVENT_VAR, FAIL_LISTENER_VAR, TRANSPORT_VAR};
 
 /// The listener that fails permanently for the planted event.
 const PLANTED_LISTENER: Listener = Listener::PatientBookingConfirmation;
@@ -91,13 +91,16 @@ async fn interrupted() {
     }
 }
 
-pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
-    if clinic_core::config::var("RUST_LOG").is_none() {
+/// The process environment `chaos` runs with, set by `main` before it captures the environment (the
+/// dispatcher child inherits it).
+pub fn prepare_environment() {
+    let unset = |name: &str| std::env::var_os(name).is_none_or(|value| value.is_empty());
+    if unset("RUST_LOG") {
         // The API logs every request and every 503 of the outage; the run prints its own figures
         // (set RUST_LOG to see the logs).
         std::env::set_var("RUST_LOG", "off");
     }
-    if clinic_core::config::var("CLINIC_METRICS").is_none() {
+    if unset("CLINIC_METRICS") {
         // The in-process listeners' EMF lines (a `Rejected` per forged message) would interleave
         // with the figures; the figures count the same things.
         std::env::set_var("CLINIC_METRICS", "off");
@@ -106,11 +109,14 @@ pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
     for (name, value) in
         [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
     {
-        if std::env::var_os(name).is_none() {
+        if unset(name) {
             std::env::set_var(name, value);
         }
     }
-    telemetry::init(LogFormat::Text);
+}
+
+pub async fn run(args: ChaosArgs) -> anyhow::Result<()> {
+    telemetry::init(LogFormat::Text, &crate::settings::current().telemetry);
     let duration = args.duration();
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)

@@ -58,7 +58,12 @@ pub async fn set_up(url: &str, lock_timeout_ms: u64, rng: &mut Rng) -> anyhow::R
     let address = listener.local_addr()?;
     let state = AppState {
         pool: pool.clone(),
-        api: ApiConfig::local(&secret, clinic_core::webhooks::secret_box::WebhookKey::generate())?,
+        api: ApiConfig::local(
+            &clinic::settings::current().api,
+            &clinic::settings::current().local_keys,
+            &secret,
+            clinic_core::webhooks::secret_box::WebhookKey::generate(),
+        )?,
     };
     let server = tokio::spawn(async move { axum::serve(listener, router(state)).await });
     let run = Arc::new(Run::new(address, &token)?);

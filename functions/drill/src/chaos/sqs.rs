@@ -134,9 +134,17 @@ impl Sqs {
                 .await
                 .map_err(|error| anyhow!("could not create the queues on the emulator: {error}"))?;
         let state = Arc::new(
-            State::new(pool)
-                .with_notifier(Arc::new(ChaosNotifier { planted: Some(planted) }))
-                .with_concurrency(BATCH_CONCURRENCY),
+            State::from_host(
+                clinic_core::listeners::ListenerHost::new(
+                    pool,
+                    clinic_core::listeners::Deadline::Invocation {
+                        margin: clinic_listener::DEFAULT_DEADLINE_MARGIN,
+                    },
+                )
+                .with_metrics(clinic::settings::current().metrics),
+            )
+            .with_notifier(Arc::new(ChaosNotifier { planted: Some(planted) }))
+            .with_concurrency(BATCH_CONCURRENCY),
         );
         let options = ConsumerOptions {
             visibility: 60,

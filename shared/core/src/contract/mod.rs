@@ -34,7 +34,7 @@ use std::sync::LazyLock;
 use crate::events::EventType;
 
 pub use crate::events::dataschema::{
-    dataschema, schema_base_from_env, schema_path, serve_schemas_at, DEFAULT_SCHEMA_BASE_URL,
+    dataschema, read_schema_base, schema_path, serve_schemas_at, use_schema_base, DEFAULT_SCHEMA_BASE_URL,
 };
 
 /// The path of the CloudEvent wrapper's schema.

@@ -9,7 +9,8 @@
 //!   dev`, the bench) does not get them — these startup options do, whatever the login.
 //! - Each is configurable (milliseconds, `0` turns it off): `CLINIC_DB_STATEMENT_TIMEOUT_MS`,
 //!   `CLINIC_DB_LOCK_TIMEOUT_MS`, `CLINIC_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS` (0–600000). A bad value
-//!   stops start-up (the pool is not built).
+//!   stops start-up. A `main` reads them ([`SessionTimeouts::read`]) and passes them to
+//!   [`super::connect_pool_as`]; [`super::connect_pool`] (tools, tests) uses the defaults.
 //! - The connection string's own `options` come after these, so a URL that sets one of them (an
 //!   operator session, `clinic chaos`'s listener URL with its own `lock_timeout`) wins.
 //! - Dedicated sessions ([`super::connect_single`]: LISTEN, migrations, the testkit's and the bench's
@@ -19,7 +20,7 @@
 
 use std::time::Duration;
 
-use crate::config::{bounded, ConfigError};
+use crate::config::{ConfigError, Env};
 
 /// The three timeouts of an application session (`Duration::ZERO` = off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,9 +44,11 @@ impl Default for SessionTimeouts {
 const MAX_MS: u64 = 600_000;
 
 impl SessionTimeouts {
-    pub fn from_env() -> Result<Self, ConfigError> {
+    /// `CLINIC_DB_STATEMENT_TIMEOUT_MS`, `CLINIC_DB_LOCK_TIMEOUT_MS`,
+    /// `CLINIC_DB_IDLE_IN_TRANSACTION_TIMEOUT_MS`; unset ones take their default.
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         let ms = |name, default: Duration| -> Result<Duration, ConfigError> {
-            Ok(Duration::from_millis(bounded(name, default.as_millis() as u64, 0..=MAX_MS)?))
+            Ok(Duration::from_millis(env.bounded(name, default.as_millis() as u64, 0..=MAX_MS)?))
         };
         let defaults = Self::default();
         Ok(Self {

@@ -16,8 +16,8 @@
 //! retrying in plain text as libpq does.
 //!
 //! Invariants:
-//! - The root certificate is `sslrootcert` in the connection string, else `CLINIC_DB_CA_FILE`, else
-//!   libpq's default `~/.postgresql/root.crt` when it exists; with one configured only its
+//! - The root certificate is `sslrootcert` in the connection string, else the `ca_file` the settings
+//!   read (`CLINIC_DB_CA_FILE`, else libpq's default `~/.postgresql/root.crt` when it exists); with one configured only its
 //!   certificates are trusted (a bundle such as RDS's: every certificate in it), as libpq does.
 //!   `sslrootcert=system` trusts the system's roots and, as in libpq 16, means `verify-full` (a
 //!   weaker `sslmode` beside it is refused). `verify-ca`/`verify-full` without any root certificate
@@ -125,14 +125,9 @@ impl TlsSettings {
     }
 }
 
-/// libpq's default root certificate, `~/.postgresql/root.crt`, when it exists.
-fn default_root_cert() -> Option<String> {
-    let path = std::path::Path::new(&std::env::var_os("HOME")?).join(".postgresql/root.crt");
-    path.is_file().then(|| path.display().to_string())
-}
-
 /// Parses `url` (either form) into the tokio-postgres configuration and its TLS settings.
-/// `ca_file` is `CLINIC_DB_CA_FILE`, used when the string names no `sslrootcert`.
+/// `ca_file` is `CLINIC_DB_CA_FILE` (else libpq's default `~/.postgresql/root.crt`, as the settings
+/// read it: `DatabaseConfig::read_ca_file`), used when the string names no `sslrootcert`.
 pub fn split(url: &str, ca_file: Option<&str>) -> Result<(tokio_postgres::Config, TlsSettings), DbError> {
     let mut info = ConnInfo::parse(url)?;
     let mode = info.remove("sslmode").map(|value| SslMode::parse(&value)).transpose()?;
@@ -148,9 +143,7 @@ pub fn split(url: &str, ca_file: Option<&str>) -> Result<(tokio_postgres::Config
         }
         TlsSettings { mode, root_cert: None, system_roots }
     } else {
-        let root_cert = root
-            .or_else(|| ca_file.filter(|path| !path.is_empty()).map(str::to_owned))
-            .or_else(default_root_cert);
+        let root_cert = root.or_else(|| ca_file.filter(|path| !path.is_empty()).map(str::to_owned));
         TlsSettings { mode: mode.unwrap_or(SslMode::Prefer), root_cert, system_roots }
     };
     if settings.verification() != Verification::None && settings.root_cert.is_none() && !system_roots {
@@ -393,9 +386,9 @@ mod tests {
             "the string wins over CLINIC_DB_CA_FILE"
         );
         assert_eq!(from_url.verification(), Verification::Chain);
-        let from_env = settings("host=h sslmode=require", Some("/rds.pem"));
+        let from_ca_file = settings("host=h sslmode=require", Some("/rds.pem"));
         assert_eq!(
-            (from_env.root_cert.as_deref(), from_env.verification()),
+            (from_ca_file.root_cert.as_deref(), from_ca_file.verification()),
             (Some("/rds.pem"), Verification::Chain)
         );
         let system = settings("host=h sslmode=verify-full sslrootcert=system", Some("/rds.pem"));
@@ -406,10 +399,6 @@ mod tests {
 
     #[test]
     fn verifying_without_a_root_certificate_is_refused_before_connecting() {
-        if default_root_cert().is_some() {
-            eprintln!("skipped: ~/.postgresql/root.crt exists, so a root certificate is configured");
-            return;
-        }
         for url in ["postgres://h/d?sslmode=verify-full", "host=h sslmode=verify-ca"] {
             let error = split(url, None).unwrap_err().to_string();
             for needle in

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::{bounded, var, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::lease::rate::Pace;
 use crate::lease::{Backoff, Jitter, RetryPolicy};
 
@@ -108,8 +108,11 @@ pub struct DeliveryConfig {
     pub claim_order: crate::lease::sql::ClaimOrder,
     /// Makes the one-click unsubscribe link of emails of optional kinds (RFC 8058); `None`: emails
     /// carry no link (no public base URL or no key is configured). Set by the `main`, which reads the
-    /// key ([`super::unsubscribe::UnsubscribeLinks::from_env`]).
+    /// key ([`super::unsubscribe::UnsubscribeLinks::configure`]).
     pub unsubscribe: Option<super::unsubscribe::UnsubscribeLinks>,
+    /// `CLINIC_DELIVERY_REGION`: the region of the SES/SNS clients (unset: the AWS SDK's own
+    /// environment decides).
+    pub provider_region: Option<String>,
 }
 
 impl DeliveryConfig {
@@ -142,6 +145,7 @@ impl DeliveryConfig {
             throttle_period: Duration::from_secs(60),
             claim_order: crate::lease::sql::ClaimOrder::Fair,
             unsubscribe: None,
+            provider_region: None,
         }
     }
 
@@ -190,38 +194,67 @@ impl DeliveryConfig {
 
     /// `CLINIC_NOTIFIER` (default `default_notifier`), `CLINIC_DELIVERY_*`, `CLINIC_EMAIL_FROM`,
     /// `CLINIC_SMS_SENDER_ID`, `CLINIC_DELIVERY_DIR`.
-    pub fn from_env(default_notifier: &str) -> Result<Self, ConfigError> {
-        let raw = var("CLINIC_NOTIFIER").unwrap_or_else(|| default_notifier.to_owned());
+    pub fn read(env: &Env, default_notifier: &str) -> Result<Self, ConfigError> {
+        let raw = env.var("CLINIC_NOTIFIER").unwrap_or_else(|| default_notifier.to_owned());
         let notifiers = NotifierKind::parse_list(&raw).map_err(|message| ConfigError::Invalid {
             name: "CLINIC_NOTIFIER",
             value: raw.clone(),
             message,
         })?;
         let mut config = Self::with_notifiers(notifiers);
-        config.batch = bounded("CLINIC_DELIVERY_BATCH", DEFAULT_BATCH as u64, 1..=100)? as i64;
-        config.lease = Duration::from_secs(bounded("CLINIC_DELIVERY_LEASE_SECS", 60, 5..=900)?);
-        config.provider_timeout = Duration::from_secs(bounded("CLINIC_DELIVERY_TIMEOUT_SECS", 10, 1..=300)?);
+        config.batch = env.bounded("CLINIC_DELIVERY_BATCH", DEFAULT_BATCH as u64, 1..=100)? as i64;
+        config.lease = Duration::from_secs(env.bounded("CLINIC_DELIVERY_LEASE_SECS", 60, 5..=900)?);
+        config.provider_timeout =
+            Duration::from_secs(env.bounded("CLINIC_DELIVERY_TIMEOUT_SECS", 10, 1..=300)?);
         config.validate()?;
-        config.max_attempts = bounded("CLINIC_DELIVERY_MAX_ATTEMPTS", 6, 1..=100)? as i32;
+        config.max_attempts = env.bounded("CLINIC_DELIVERY_MAX_ATTEMPTS", 6, 1..=100)? as i32;
         config.backoff.base =
-            Duration::from_millis(bounded("CLINIC_DELIVERY_BACKOFF_BASE_MS", 30_000, 1..=3_600_000)?);
+            Duration::from_millis(env.bounded("CLINIC_DELIVERY_BACKOFF_BASE_MS", 30_000, 1..=3_600_000)?);
         config.backoff.cap =
-            Duration::from_secs(bounded("CLINIC_DELIVERY_BACKOFF_CAP_SECS", 1800, 1..=86_400)?);
-        config.uncertain = crate::config::parsed("CLINIC_DELIVERY_UNCERTAIN", UncertainPolicy::Resend)?;
-        if let Some(from) = var("CLINIC_EMAIL_FROM") {
+            Duration::from_secs(env.bounded("CLINIC_DELIVERY_BACKOFF_CAP_SECS", 1800, 1..=86_400)?);
+        config.uncertain = env.parsed("CLINIC_DELIVERY_UNCERTAIN", UncertainPolicy::Resend)?;
+        if let Some(from) = env.var("CLINIC_EMAIL_FROM") {
             config.email_from = from;
         }
-        config.sms_sender_id = var("CLINIC_SMS_SENDER_ID").unwrap_or_default();
-        if let Some(dir) = var("CLINIC_DELIVERY_DIR") {
+        config.sms_sender_id = env.var("CLINIC_SMS_SENDER_ID").unwrap_or_default();
+        if let Some(dir) = env.var("CLINIC_DELIVERY_DIR") {
             config.file_dir = PathBuf::from(dir);
         }
-        config.poll = Duration::from_millis(bounded("CLINIC_DELIVERY_POLL_MS", 100, 10..=60_000)?);
-        let region =
-            var("CLINIC_DELIVERY_REGION").or_else(|| var("AWS_REGION")).unwrap_or_else(|| "local".into());
-        let ses = bounded("CLINIC_SES_RATE", 14, 1..=10_000)? as f64;
-        let sns = bounded("CLINIC_SNS_RATE", 20, 1..=10_000)? as f64;
+        config.poll = Duration::from_millis(env.bounded("CLINIC_DELIVERY_POLL_MS", 100, 10..=60_000)?);
+        config.provider_region = env.var("CLINIC_DELIVERY_REGION");
+        let region = config
+            .provider_region
+            .clone()
+            .or_else(|| env.var("AWS_REGION"))
+            .unwrap_or_else(|| "local".into());
+        let ses = env.bounded("CLINIC_SES_RATE", 14, 1..=10_000)? as f64;
+        let sns = env.bounded("CLINIC_SNS_RATE", 20, 1..=10_000)? as f64;
         config.pace = vec![Pace::new("ses", region.clone(), ses), Pace::new("sns", region, sns)];
         Ok(config)
+    }
+}
+
+/// A Lambda's sending settings (the `deliver` job, the listeners' fast path), read only where
+/// `CLINIC_NOTIFIER` names the providers: the delivery settings (default `ses,sns`), the ARN of the
+/// unsubscribe key's secret (`CLINIC_UNSUBSCRIBE_KEY_SECRET_ARN`) and the links' settings.
+#[derive(Debug, Clone)]
+pub struct SenderSettings {
+    pub config: DeliveryConfig,
+    pub unsubscribe_key_arn: Option<String>,
+    pub links: super::unsubscribe::LinkSettings,
+}
+
+impl SenderSettings {
+    /// `None` when `CLINIC_NOTIFIER` is unset (the process sends nothing).
+    pub fn read_lambda(env: &Env) -> Result<Option<Self>, ConfigError> {
+        if env.var("CLINIC_NOTIFIER").is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            config: DeliveryConfig::read(env, "ses,sns")?,
+            unsubscribe_key_arn: env.var(super::unsubscribe::KEY_SECRET_ARN_VAR),
+            links: super::unsubscribe::LinkSettings::read(env)?,
+        }))
     }
 }
 

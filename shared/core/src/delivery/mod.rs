@@ -56,7 +56,7 @@ pub mod sms;
 mod store;
 pub mod unsubscribe;
 
-pub use config::{DeliveryConfig, NotifierKind, UncertainPolicy, DEFAULT_BATCH, PACE_WAIT};
+pub use config::{DeliveryConfig, NotifierKind, SenderSettings, UncertainPolicy, DEFAULT_BATCH, PACE_WAIT};
 pub use enqueue::{enqueue, list, NewDelivery, NotificationItem};
 pub use priority::{Priority, SAME_DAY};
 pub use provider::{

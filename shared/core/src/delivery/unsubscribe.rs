@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use crate::config::{bounded, var, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::domain::contact::MessageKind;
 use crate::ids::{PatientId, WorkspaceId};
 use crate::tags::{TagKeys, TAG_BYTES as TAG};
@@ -129,16 +129,17 @@ impl UnsubscribeKeys {
         Ok(Self::new(current.as_bytes(), previous.map(str::as_bytes)))
     }
 
-    /// Local processes (`clinic dev`, tests): `CLINIC_UNSUBSCRIBE_KEY` (and, during a rotation,
-    /// `CLINIC_UNSUBSCRIBE_KEY_PREVIOUS`), else derived from `fallback` (the local JWT secret; the
-    /// label keeps the two keys apart).
-    pub fn local_from_env(fallback: &[u8]) -> Result<Self, ConfigError> {
-        match var("CLINIC_UNSUBSCRIBE_KEY") {
+    /// Local processes (`clinic dev`, `clinic deliveries send`): `CLINIC_UNSUBSCRIBE_KEY` (and,
+    /// during a rotation, `CLINIC_UNSUBSCRIBE_KEY_PREVIOUS`); `None` when unset, and the caller
+    /// derives the key from the local JWT secret ([`UnsubscribeKeys::new`]; the label keeps the two
+    /// keys apart).
+    pub fn read_local(env: &Env) -> Result<Option<Self>, ConfigError> {
+        let previous = env.var("CLINIC_UNSUBSCRIBE_KEY_PREVIOUS");
+        match env.var("CLINIC_UNSUBSCRIBE_KEY") {
             Some(current) => {
-                let previous = var("CLINIC_UNSUBSCRIBE_KEY_PREVIOUS");
-                Self::from_secrets("CLINIC_UNSUBSCRIBE_KEY", &current, previous.as_deref())
+                Self::from_secrets("CLINIC_UNSUBSCRIBE_KEY", &current, previous.as_deref()).map(Some)
             }
-            None => Ok(Self::new(fallback, None)),
+            None => Ok(None),
         }
     }
 
@@ -218,15 +219,16 @@ impl UnsubscribeLinks {
         format!("{}{PATH}{token}", self.base_url)
     }
 
-    /// `CLINIC_PUBLIC_BASE_URL` (else `default_base`, `clinic dev`'s own address) and
-    /// `CLINIC_UNSUBSCRIBE_TTL_DAYS`, with `keys`; `None` (emails carry no link, and a warning says
-    /// so) when either the keys or the base URL is missing.
-    pub fn from_env(
+    /// The settings' public base URL (else `default_base`, `clinic dev`'s own address) and link
+    /// lifetime, with `keys`; `None` (emails carry no link, and a warning says so) when either the
+    /// keys or the base URL is missing.
+    pub fn configure(
+        settings: &LinkSettings,
         keys: Option<UnsubscribeKeys>,
         default_base: Option<&str>,
     ) -> Result<Option<Self>, ConfigError> {
-        let days = bounded("CLINIC_UNSUBSCRIBE_TTL_DAYS", DEFAULT_TTL_DAYS, 1..=365)?;
-        let base = var("CLINIC_PUBLIC_BASE_URL").or_else(|| default_base.map(str::to_owned));
+        let days = settings.ttl_days;
+        let base = settings.public_base_url.clone().or_else(|| default_base.map(str::to_owned));
         let (Some(keys), Some(base)) = (keys, base) else {
             tracing::warn!(
                 "no CLINIC_PUBLIC_BASE_URL or no unsubscribe key: emails carry no one-click unsubscribe link"
@@ -235,6 +237,23 @@ impl UnsubscribeLinks {
         };
         let ttl = Duration::from_secs(days * 86_400);
         Ok(Some(Self { base_url: public_base_url(&base)?, keys, ttl }))
+    }
+}
+
+/// What the links read from the environment: `CLINIC_PUBLIC_BASE_URL` (checked when the links are
+/// configured) and `CLINIC_UNSUBSCRIBE_TTL_DAYS` (1–365, default 60).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkSettings {
+    pub public_base_url: Option<String>,
+    pub ttl_days: u64,
+}
+
+impl LinkSettings {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self {
+            public_base_url: env.var("CLINIC_PUBLIC_BASE_URL"),
+            ttl_days: env.bounded("CLINIC_UNSUBSCRIBE_TTL_DAYS", DEFAULT_TTL_DAYS, 1..=365)?,
+        })
     }
 }
 

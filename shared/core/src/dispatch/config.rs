@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::config::{bounded, millis, parsed, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::lease::{Backoff, Jitter, RetryPolicy};
 
 /// How a dispatcher claims, retries and drains. Every field has an environment variable (named on
@@ -78,27 +78,27 @@ impl DispatchConfig {
     }
 
     /// Reads every `CLINIC_DISPATCH_*` variable; unset ones take their default.
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         let defaults = Self::default();
         let config = Self {
-            batch: bounded("CLINIC_DISPATCH_BATCH", defaults.batch as u64, 1..=1000)? as i64,
-            lease: millis("CLINIC_DISPATCH_LEASE_MS", 30_000, 100..=3_600_000)?,
+            batch: env.bounded("CLINIC_DISPATCH_BATCH", defaults.batch as u64, 1..=1000)? as i64,
+            lease: env.millis("CLINIC_DISPATCH_LEASE_MS", 30_000, 100..=3_600_000)?,
             backoff: Backoff {
-                base: millis("CLINIC_DISPATCH_BACKOFF_BASE_MS", 1_000, 1..=3_600_000)?,
-                cap: millis("CLINIC_DISPATCH_BACKOFF_CAP_MS", 300_000, 1..=86_400_000)?,
-                jitter: parsed("CLINIC_DISPATCH_JITTER", Jitter::Equal)?,
+                base: env.millis("CLINIC_DISPATCH_BACKOFF_BASE_MS", 1_000, 1..=3_600_000)?,
+                cap: env.millis("CLINIC_DISPATCH_BACKOFF_CAP_MS", 300_000, 1..=86_400_000)?,
+                jitter: env.parsed("CLINIC_DISPATCH_JITTER", Jitter::Equal)?,
             },
-            max_attempts: bounded("CLINIC_DISPATCH_MAX_ATTEMPTS", 10, 1..=1000)? as i32,
-            window: Duration::from_secs(bounded("CLINIC_DISPATCH_WINDOW_SECS", 50, 1..=890)?),
-            poll_interval: millis("CLINIC_DISPATCH_POLL_MS", 500, 10..=60_000)?,
-            probe_max: millis("CLINIC_DISPATCH_PROBE_MAX_MS", 30_000, 10..=30_000)?,
-            unknown_retry: millis("CLINIC_DISPATCH_UNKNOWN_RETRY_MS", 30_000, 100..=3_600_000)?,
-            steps_in_flight: bounded(
+            max_attempts: env.bounded("CLINIC_DISPATCH_MAX_ATTEMPTS", 10, 1..=1000)? as i32,
+            window: Duration::from_secs(env.bounded("CLINIC_DISPATCH_WINDOW_SECS", 50, 1..=890)?),
+            poll_interval: env.millis("CLINIC_DISPATCH_POLL_MS", 500, 10..=60_000)?,
+            probe_max: env.millis("CLINIC_DISPATCH_PROBE_MAX_MS", 30_000, 10..=30_000)?,
+            unknown_retry: env.millis("CLINIC_DISPATCH_UNKNOWN_RETRY_MS", 30_000, 100..=3_600_000)?,
+            steps_in_flight: env.bounded(
                 "CLINIC_DISPATCH_STEPS_IN_FLIGHT",
                 defaults.steps_in_flight as u64,
                 1..=16,
             )? as usize,
-            full_scan_every: millis("CLINIC_DISPATCH_FULL_SCAN_MS", 1_000, 10..=60_000)?,
+            full_scan_every: env.millis("CLINIC_DISPATCH_FULL_SCAN_MS", 1_000, 10..=60_000)?,
         };
         if config.backoff.cap < config.backoff.base {
             return Err(ConfigError::Invalid {

@@ -124,6 +124,11 @@ impl LocalTransport {
         &self.host
     }
 
+    /// Whether a rejection prints its `Rejected` EMF line ([`ListenerHost::with_metrics`]).
+    pub fn with_metrics(self, mode: crate::telemetry::emf::MetricsMode) -> Self {
+        Self { host: self.host.with_metrics(mode) }
+    }
+
     /// Sends each fan-out's first webhook attempts right after its commit (`clinic dev`).
     pub fn with_webhooks(self, sender: Arc<crate::webhooks::WebhookSender>) -> Self {
         Self { host: self.host.with_webhooks(sender) }

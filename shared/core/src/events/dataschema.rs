@@ -2,24 +2,29 @@
 //! (`schemas/events/<type>/v<n>.json`), carried by every envelope's `metadata` and CloudEvent.
 //!
 //! Invariants:
-//! - The base is one value per process, fixed before anything is published: `CLINIC_SCHEMA_BASE_URL`
-//!   (default [`DEFAULT_SCHEMA_BASE_URL`], `clinic dev`'s address), or the address a process that
-//!   serves the schemas itself listens on ([`serve_schemas_at`]).
+//! - The base is one value per process, fixed by its `main` before anything is published
+//!   ([`use_schema_base`], [`serve_schemas_at`]): `CLINIC_SCHEMA_BASE_URL` as its settings read it
+//!   ([`read_schema_base`]), else [`DEFAULT_SCHEMA_BASE_URL`] (`clinic dev`'s address), or the
+//!   address a process that serves the schemas itself listens on. Nothing here reads the
+//!   environment; a process whose `main` set nothing (a test) uses the default.
 //! - Only this module builds the URI; [`crate::contract`] publishes the documents it points at.
 
 use std::sync::OnceLock;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Env};
 use crate::events::EventType;
 
 /// The base of every `dataschema` URI when `CLINIC_SCHEMA_BASE_URL` is unset: `clinic dev`'s address.
 pub const DEFAULT_SCHEMA_BASE_URL: &str = "http://127.0.0.1:3000";
 
 /// `CLINIC_SCHEMA_BASE_URL`: an `http://` or `https://` URL without query or fragment (trailing `/`
-/// dropped), or the default. Entry points that publish events call it at start-up, so a bad value
-/// stops them with an error naming the variable.
-pub fn schema_base_from_env() -> Result<String, ConfigError> {
-    parse_schema_base(crate::config::var("CLINIC_SCHEMA_BASE_URL"))
+/// dropped), or `None` when unset. Settings read it at start-up, so a bad value stops the process
+/// with an error naming the variable.
+pub fn read_schema_base(env: &Env) -> Result<Option<String>, ConfigError> {
+    match env.var("CLINIC_SCHEMA_BASE_URL") {
+        None => Ok(None),
+        set => parse_schema_base(set).map(Some),
+    }
 }
 
 fn parse_schema_base(value: Option<String>) -> Result<String, ConfigError> {
@@ -44,23 +49,22 @@ fn parse_schema_base(value: Option<String>) -> Result<String, ConfigError> {
 static SCHEMA_BASE: OnceLock<String> = OnceLock::new();
 
 pub(crate) fn schema_base() -> &'static str {
-    SCHEMA_BASE.get_or_init(|| {
-        schema_base_from_env().unwrap_or_else(|error| {
-            // Unreachable after start-up validated it; never publish a URI built from a bad value.
-            tracing::error!(%error, "using the default schema base URL");
-            DEFAULT_SCHEMA_BASE_URL.into()
-        })
-    })
+    SCHEMA_BASE.get_or_init(|| DEFAULT_SCHEMA_BASE_URL.into())
+}
+
+/// Fixes the process's schema base: `configured` ([`read_schema_base`]) or the default. Call once at
+/// start-up, before anything is published (a later call changes nothing); answers the base in use.
+pub fn use_schema_base(configured: Option<&str>) -> &'static str {
+    let _ = SCHEMA_BASE.set(configured.unwrap_or(DEFAULT_SCHEMA_BASE_URL).trim_end_matches('/').to_owned());
+    schema_base()
 }
 
 /// The schema base of a process that serves the schemas itself (`clinic dev`): `served_at` (the
-/// address it actually listens on, e.g. `http://127.0.0.1:8080`) unless `CLINIC_SCHEMA_BASE_URL`
-/// names another one. Call once at start-up, before anything is published; answers the base in use.
-pub fn serve_schemas_at(served_at: &str) -> &'static str {
-    if crate::config::var("CLINIC_SCHEMA_BASE_URL").is_none() {
-        let _ = SCHEMA_BASE.set(served_at.trim_end_matches('/').to_owned());
-    }
-    schema_base()
+/// address it actually listens on, e.g. `http://127.0.0.1:8080`) unless `configured`
+/// (`CLINIC_SCHEMA_BASE_URL`) names another one. Call once at start-up, before anything is
+/// published; answers the base in use.
+pub fn serve_schemas_at(served_at: &str, configured: Option<&str>) -> &'static str {
+    use_schema_base(Some(configured.unwrap_or(served_at)))
 }
 
 /// The path (below the API's root, and below the repository's root) of the schema of `version` of

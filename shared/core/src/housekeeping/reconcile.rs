@@ -34,7 +34,7 @@ use deadpool_postgres::{GenericClient, Pool};
 use serde::Serialize;
 
 use super::job::{too_close, Job, JobError, JobKind, JobReport};
-use crate::config::{bounded, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::db::sql;
 use crate::dispatch::{DispatchError, Start, Transport};
 use crate::events::read::{envelope_from_row, ENVELOPE_COLUMNS};
@@ -62,11 +62,11 @@ impl Default for ReconcileConfig {
 }
 
 impl ReconcileConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            due: Duration::from_secs(bounded("CLINIC_CUSTODY_DUE_SECS", 1200, 10..=1_209_600)?),
-            max_restarts: bounded("CLINIC_CUSTODY_MAX_RESTARTS", 3, 0..=100)? as i32,
-            batch: bounded("CLINIC_CUSTODY_BATCH", 100, 1..=1000)? as i64,
+            due: Duration::from_secs(env.bounded("CLINIC_CUSTODY_DUE_SECS", 1200, 10..=1_209_600)?),
+            max_restarts: env.bounded("CLINIC_CUSTODY_MAX_RESTARTS", 3, 0..=100)? as i32,
+            batch: env.bounded("CLINIC_CUSTODY_BATCH", 100, 1..=1000)? as i64,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! appointments starting within the lead time; the `patient_reminder` listener sends the reminder.
 //!
 //! Entry points: the [`Reminders`] job (the housekeeping Lambda's `reminders` mode) and [`run`]
-//! (`clinic reminders run`), with [`ReminderConfig::from_env`] for the lead time.
+//! (`clinic reminders run`), with [`ReminderConfig::read`] for the lead time.
 //!
 //! Invariants:
 //! - Exactly once per (appointment, start time): in ONE transaction per appointment, the job locks
@@ -28,7 +28,7 @@ use ulid::Ulid;
 
 use super::job::{too_close, Job, JobError, JobKind, JobReport};
 use crate::appointments::{self, AppointmentStatus};
-use crate::config::{bounded, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::db::sql;
 use crate::error::DomainError;
 use crate::events::store::{append, NewEvent};
@@ -49,8 +49,8 @@ impl Default for ReminderConfig {
 }
 
 impl ReminderConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { lead: Duration::from_secs(bounded("CLINIC_REMINDER_LEAD_HOURS", 24, 1..=720)? * 3600) })
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
+        Ok(Self { lead: Duration::from_secs(env.bounded("CLINIC_REMINDER_LEAD_HOURS", 24, 1..=720)? * 3600) })
     }
 }
 

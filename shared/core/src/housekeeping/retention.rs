@@ -61,7 +61,7 @@ use serde::Serialize;
 use ulid::Ulid;
 
 use super::job::{Job, JobError, JobKind, JobReport};
-use crate::config::{bounded, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::db::sql;
 use crate::error::DomainError;
 use crate::ids::EventId;
@@ -101,19 +101,19 @@ impl Default for RetentionConfig {
 }
 
 impl RetentionConfig {
-    pub fn from_env() -> Result<Self, ConfigError> {
+    pub fn read(env: &Env) -> Result<Self, ConfigError> {
         Ok(Self {
-            retention: Duration::from_secs(bounded("CLINIC_RETENTION_HOURS", 360, 1..=87_600)? * 3600),
-            batch: bounded("CLINIC_RETENTION_BATCH", 1000, 1..=10_000)? as i64,
-            budget: Duration::from_secs(bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
+            retention: Duration::from_secs(env.bounded("CLINIC_RETENTION_HOURS", 360, 1..=87_600)? * 3600),
+            batch: env.bounded("CLINIC_RETENTION_BATCH", 1000, 1..=10_000)? as i64,
+            budget: Duration::from_secs(env.bounded("CLINIC_RETENTION_BUDGET_SECS", 30, 1..=900)?),
             idempotency_ttl: Duration::from_secs(
-                bounded("CLINIC_IDEMPOTENCY_TTL_HOURS", 168, 1..=87_600)? * 3600,
+                env.bounded("CLINIC_IDEMPOTENCY_TTL_HOURS", 168, 1..=87_600)? * 3600,
             ),
             rejection_retention: Duration::from_secs(
-                bounded("CLINIC_REJECTION_RETENTION_HOURS", 720, 1..=87_600)? * 3600,
+                env.bounded("CLINIC_REJECTION_RETENTION_HOURS", 720, 1..=87_600)? * 3600,
             ),
             notification_retention: Duration::from_secs(
-                bounded("CLINIC_NOTIFICATION_RETENTION_HOURS", 2160, 1..=87_600)? * 3600,
+                env.bounded("CLINIC_NOTIFICATION_RETENTION_HOURS", 2160, 1..=87_600)? * 3600,
             ),
         })
     }

@@ -23,6 +23,8 @@
 //! - The after-commit step is awaited under the same time bound, but a run whose transaction
 //!   committed answers its outcome even when the step is cut off: its work is durable.
 //! - At most [`ListenerHost::concurrency`] runs at a time; results come back in input order.
+//! - A rejected delivery prints its `Rejected` EMF line here, once, as the host's metrics mode says
+//!   (set by the `main` from `CLINIC_METRICS`); nothing below reads the environment.
 //! - Logs carry ids and codes only.
 
 use std::sync::Arc;
@@ -34,6 +36,7 @@ use futures::StreamExt;
 use super::notify::{DeliveryLog, Notifier};
 use super::{Delivery, Listener, ListenerError, ListenerOutcome};
 use crate::delivery::Sender;
+use crate::telemetry::emf::MetricsMode;
 use crate::webhooks::WebhookSender;
 
 /// How long the runs of a host may take.
@@ -75,6 +78,7 @@ pub struct ListenerHost {
     webhooks: Option<Arc<WebhookSender>>,
     concurrency: usize,
     deadline: Deadline,
+    metrics: MetricsMode,
 }
 
 impl std::fmt::Debug for ListenerHost {
@@ -93,7 +97,21 @@ impl ListenerHost {
     /// concurrent runs as the pool has connections, and `deadline`.
     pub fn new(pool: Pool, deadline: Deadline) -> Self {
         let concurrency = pool.status().max_size.max(1);
-        Self { pool, notifier: Arc::new(DeliveryLog), sender: None, webhooks: None, concurrency, deadline }
+        Self {
+            pool,
+            notifier: Arc::new(DeliveryLog),
+            sender: None,
+            webhooks: None,
+            concurrency,
+            deadline,
+            metrics: MetricsMode::Emf,
+        }
+    }
+
+    /// Whether a rejection prints its `Rejected` EMF line (`CLINIC_METRICS`; default [`MetricsMode::Emf`]).
+    pub fn with_metrics(mut self, mode: MetricsMode) -> Self {
+        self.metrics = mode;
+        self
     }
 
     /// Uses another [`Notifier`].
@@ -168,6 +186,7 @@ impl ListenerHost {
                 Err(_) => return Err(RunFailure::Abandoned),
             },
         }
+        .inspect_err(|error| self.report_rejection(delivery, error))
         .map_err(RunFailure::Listener)?;
         let step = self.after_commit(delivery, outcome, bounds.until);
         match bounds.until {
@@ -184,6 +203,14 @@ impl ListenerHost {
             }
         }
         Ok(outcome)
+    }
+
+    /// The `Rejected` metric of a rejected delivery (its log line is [`super::pointer`]'s).
+    fn report_rejection(&self, delivery: &Delivery<'_>, error: &ListenerError) {
+        if let (Some(rejection), MetricsMode::Emf) = (error.rejection(), self.metrics) {
+            let now = chrono::Utc::now().timestamp_millis();
+            println!("{}", super::pointer::rejected_emf(delivery.listener, rejection, now));
+        }
     }
 
     fn bounds(&self, now: SystemTime, invocation: Option<SystemTime>) -> Bounds {

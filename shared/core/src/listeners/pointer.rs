@@ -214,7 +214,8 @@ impl From<tokio_postgres::Error> for Rejected {
     }
 }
 
-/// The one log line and the one `Rejected` metric of a rejection.
+/// The one log line of a rejection (its `Rejected` metric is printed by the host, [`rejected_emf`],
+/// as the process's metrics mode says).
 pub(super) fn report(delivery: &Delivery<'_>, rejection: Rejection) {
     tracing::warn!(
         transport = delivery.transport,
@@ -226,11 +227,6 @@ pub(super) fn report(delivery: &Delivery<'_>, rejection: Rejection) {
         code = rejection.as_str(),
         "message rejected: it does not match the event log; nothing done"
     );
-    if crate::telemetry::emf::MetricsMode::from_env().unwrap_or(crate::telemetry::emf::MetricsMode::Emf)
-        == crate::telemetry::emf::MetricsMode::Emf
-    {
-        println!("{}", rejected_emf(delivery.listener, rejection, chrono::Utc::now().timestamp_millis()));
-    }
 }
 
 /// The EMF line of one rejection (dimensions Listener and Reason, metric `Rejected` = 1).

@@ -76,8 +76,9 @@ pub enum MetricsMode {
 }
 
 impl MetricsMode {
-    pub fn from_env() -> Result<MetricsMode, crate::config::ConfigError> {
-        match crate::config::var("CLINIC_METRICS").as_deref() {
+    /// `CLINIC_METRICS`: `emf` (the default) or `off`.
+    pub fn read(env: &crate::config::Env) -> Result<MetricsMode, crate::config::ConfigError> {
+        match env.var("CLINIC_METRICS").as_deref() {
             None | Some("emf") => Ok(MetricsMode::Emf),
             Some("off") => Ok(MetricsMode::Off),
             Some(other) => Err(crate::config::ConfigError::Invalid {

@@ -41,6 +41,22 @@ pub enum LogFormat {
 pub const ENDPOINT_VARIABLES: [&str; 2] =
     ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"];
 
+/// What a `main` reads for [`init`]: the log filter and whether spans are exported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TelemetryConfig {
+    /// `RUST_LOG` (default `info`; a filter that does not parse falls back to `info`).
+    pub log_filter: String,
+    /// Whether one of the [`ENDPOINT_VARIABLES`] is set.
+    pub export: bool,
+}
+
+impl TelemetryConfig {
+    pub fn read(env: &crate::config::Env) -> TelemetryConfig {
+        let export = ENDPOINT_VARIABLES.iter().any(|name| env.var(name).is_some());
+        TelemetryConfig { log_filter: env.var("RUST_LOG").unwrap_or_else(|| "info".into()), export }
+    }
+}
+
 /// The longest [`flush`] waits for the exporter.
 pub const FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -58,8 +74,8 @@ pub fn exporting() -> bool {
 /// Installs the global subscriber (once; later calls are ignored). `RUST_LOG` sets the level of the
 /// log lines (not of the exported spans).
 /// Must run inside the Tokio runtime when the export is on (the exporter's task is spawned on it).
-pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+pub fn init(format: LogFormat, config: &TelemetryConfig) {
+    let filter = EnvFilter::try_new(&config.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
     let logs: Box<dyn Layer<_> + Send + Sync> = match format {
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
@@ -69,9 +85,7 @@ pub fn init(format: LogFormat) {
             .boxed(),
         LogFormat::Text => tracing_subscriber::fmt::layer().compact().with_writer(std::io::stderr).boxed(),
     };
-    let requested =
-        ENDPOINT_VARIABLES.iter().any(|name| std::env::var(name).is_ok_and(|v| !v.trim().is_empty()));
-    let traces = if requested {
+    let traces = if config.export {
         match otlp_provider() {
             Ok(provider) => Some(layer(&provider)),
             Err(error) => {

@@ -32,7 +32,7 @@
 //! - Every process that seals or opens gets its keyring from its `main`: locally from a key file
 //!   ([`WebhookKey::load`], [`KeySource`]); in AWS from a Secrets Manager secret's current and
 //!   previous versions ([`WebhookKey::from_secret_text`]). Nothing here reads the environment except
-//!   [`KeySource::from_env`], which a `main` calls.
+//!   [`KeySource::read`], which a `main` calls.
 //!
 //! Over 500 lines only with its tests; the code above them is under 500.
 
@@ -48,7 +48,7 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand::RngCore;
 
 use super::signing::Secret;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Env};
 use crate::db::login::BoxFuture;
 use crate::ids::WebhookEndpointId;
 
@@ -202,8 +202,8 @@ pub enum KeyError {
 impl KeySource {
     /// `CLINIC_WEBHOOK_KEY_FILE` when set (the file must exist); else `local_default` (created on
     /// first use), when the caller runs locally; else the setting is required.
-    pub fn from_env(local_default: Option<PathBuf>) -> Result<KeySource, ConfigError> {
-        match (crate::config::var(KEY_FILE_VAR), local_default) {
+    pub fn read(env: &Env, local_default: Option<PathBuf>) -> Result<KeySource, ConfigError> {
+        match (env.var(KEY_FILE_VAR), local_default) {
             (Some(path), _) => Ok(KeySource::File(PathBuf::from(path))),
             (None, Some(path)) => Ok(KeySource::LocalFile(path)),
             (None, None) => Err(ConfigError::Missing { name: KEY_FILE_VAR }),
@@ -279,13 +279,18 @@ impl WebhookKey {
     }
 
     /// What a local process that seals or opens (`clinic dev`, the CLI) calls from its `main`: the
-    /// key of [`KeySource::from_env`]`(local_default)`, loaded by [`WebhookKey::load`]; a bad or
+    /// key of [`KeySource::read`]`(env, local_default)`, loaded by [`WebhookKey::load`]; a bad or
     /// missing file is a configuration error naming the path (never the key). The Lambdas read
     /// theirs from Secrets Manager instead ([`WebhookKey::from_secret_text`], `clinic-secrets`).
-    pub fn from_env(local_default: Option<PathBuf>) -> Result<WebhookKey, ConfigError> {
-        let source = KeySource::from_env(local_default)?;
-        WebhookKey::load(&source).map_err(|error| {
-            let path = match &source {
+    pub fn read(env: &Env, local_default: Option<PathBuf>) -> Result<WebhookKey, ConfigError> {
+        WebhookKey::configured(&KeySource::read(env, local_default)?)
+    }
+
+    /// The key of `source` ([`KeySource::read`]), loaded by [`WebhookKey::load`]; errors as
+    /// [`WebhookKey::read`]'s.
+    pub fn configured(source: &KeySource) -> Result<WebhookKey, ConfigError> {
+        WebhookKey::load(source).map_err(|error| {
+            let path = match source {
                 KeySource::File(path) | KeySource::LocalFile(path) => path.display().to_string(),
             };
             ConfigError::Invalid { name: KEY_FILE_VAR, value: path, message: error.to_string() }

@@ -55,7 +55,7 @@ use super::guard::{self, Egress, Resolve, SystemResolver};
 use super::heartbeat::{self, Heartbeat};
 use super::secret_box::{OpenError, WebhookKey};
 use super::store::{self, AttemptRecord, Claimed, Next, Sequence};
-use crate::config::{bounded, ConfigError};
+use crate::config::{ConfigError, Env};
 use crate::events::Envelope;
 use crate::ids::{ClaimToken, EventId};
 use crate::lease::{RetryPolicy, Verdict};
@@ -136,18 +136,17 @@ impl Default for WebhookConfig {
 impl WebhookConfig {
     /// From the environment; `local` is true only for `clinic dev` (the loopback setting is ignored
     /// anywhere else, so a Lambda can never be configured to reach loopback).
-    pub fn from_env(local: bool) -> Result<Self, ConfigError> {
-        let allow = crate::config::var("CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP")
-            .is_some_and(|v| v == "1" || v == "true");
+    pub fn read(env: &Env, local: bool) -> Result<Self, ConfigError> {
+        let allow = env.var("CLINIC_WEBHOOKS_ALLOW_LOOPBACK_HTTP").is_some_and(|v| v == "1" || v == "true");
         let connect =
-            Duration::from_millis(bounded("CLINIC_WEBHOOKS_CONNECT_TIMEOUT_MS", 5_000, 100..=30_000)?);
-        let total = Duration::from_millis(bounded("CLINIC_WEBHOOKS_TIMEOUT_MS", 15_000, 500..=30_000)?);
+            Duration::from_millis(env.bounded("CLINIC_WEBHOOKS_CONNECT_TIMEOUT_MS", 5_000, 100..=30_000)?);
+        let total = Duration::from_millis(env.bounded("CLINIC_WEBHOOKS_TIMEOUT_MS", 15_000, 500..=30_000)?);
         Ok(WebhookConfig {
             egress: Egress { allow_loopback_http: allow && local },
             timeouts: Timeouts { connect, total: total.max(connect) },
             lease: total.max(connect) * 4,
             disable_after: Duration::from_secs(
-                3600 * bounded("CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS", 120, 1..=2160)?,
+                3600 * env.bounded("CLINIC_WEBHOOKS_DISABLE_AFTER_HOURS", 120, 1..=2160)?,
             ),
             error_after: DEFAULT_ERROR_AFTER,
             batch: 20,

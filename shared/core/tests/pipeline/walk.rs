@@ -105,7 +105,7 @@ where
 }
 
 fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::var(name).ok().and_then(|value| value.parse().ok())
+    clinic_testkit::test_env::var(name).and_then(|value| value.parse().ok())
 }
 
 /// A case of a walk: `Err` is the failure text (seed, step, actions).

@@ -77,8 +77,7 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     let overview = operator::overview(&conn, Some(caller.workspace_id)).await?;
     let name = clinic_core::workspaces::name(&conn, caller.workspace_id).await?;
     let workspace = WorkspaceRef { id: caller.workspace_id, name };
-    let outbox_max_attempts =
-        clinic_core::dispatch::DispatchConfig::from_env().ok().map(|config| config.max_attempts);
+    let outbox_max_attempts = state.api.outbox_max_attempts;
     Ok(Json(OverviewAnswer { overview, workspace, outbox_max_attempts }).into_response())
 }
 

@@ -28,6 +28,7 @@ fn state(url: &str, pool_size: usize, interval: Duration) -> AppState {
             workspaces: Default::default(),
             webhook_key: Some(clinic_testkit::webhook_key()),
             unsubscribe: None,
+            outbox_max_attempts: Some(10),
         },
     }
 }

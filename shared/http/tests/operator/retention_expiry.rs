@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
+use clinic_core::config::Env;
 use clinic_core::housekeeping::retention::{sweep, RetentionConfig};
 use clinic_testkit::app::TestApp;
 use serde_json::json;
@@ -82,15 +83,16 @@ async fn expired_idempotency_keys_and_past_reminder_claims_are_swept_in_batches(
 
 #[tokio::test]
 async fn the_time_to_live_is_configurable_and_bounded() {
-    std::env::set_var("CLINIC_IDEMPOTENCY_TTL_HOURS", "1");
-    assert_eq!(RetentionConfig::from_env().unwrap().idempotency_ttl, Duration::from_secs(3600));
+    let env = |value: &str| Env::from_pairs([("CLINIC_IDEMPOTENCY_TTL_HOURS", value)]);
+    assert_eq!(RetentionConfig::read(&env("1")).unwrap().idempotency_ttl, Duration::from_secs(3600));
     for bad in ["0", "87601", "soon"] {
-        std::env::set_var("CLINIC_IDEMPOTENCY_TTL_HOURS", bad);
-        let error = RetentionConfig::from_env().unwrap_err();
+        let error = RetentionConfig::read(&env(bad)).unwrap_err();
         assert!(error.to_string().contains("CLINIC_IDEMPOTENCY_TTL_HOURS"), "{bad}: {error}");
     }
-    std::env::remove_var("CLINIC_IDEMPOTENCY_TTL_HOURS");
-    assert_eq!(RetentionConfig::from_env().unwrap().idempotency_ttl, Duration::from_secs(7 * 24 * 3600));
+    assert_eq!(
+        RetentionConfig::read(&Env::default()).unwrap().idempotency_ttl,
+        Duration::from_secs(7 * 24 * 3600)
+    );
 }
 
 /// Recorded listener rejections (V10) are bounded: rows older than their retention go, in batches,

@@ -47,15 +47,13 @@ fn queues_at(endpoint: &str) -> QueueMap {
 }
 
 async fn client_for(endpoint: &str) -> aws_sdk_sqs::Client {
-    std::env::set_var(
-        "AWS_ACCESS_KEY_ID",
-        std::env::var("AWS_ACCESS_KEY_ID").unwrap_or_else(|_| "test".into()),
-    );
-    std::env::set_var(
-        "AWS_SECRET_ACCESS_KEY",
-        std::env::var("AWS_SECRET_ACCESS_KEY").unwrap_or_else(|_| "test".into()),
-    );
-    std::env::set_var("AWS_REGION", std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()));
+    // The AWS SDK reads its credentials and region from the process environment: the emulator's.
+    for (name, default) in
+        [("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"), ("AWS_REGION", "us-east-1")]
+    {
+        let value = clinic_testkit::test_env::var(name).unwrap_or_else(|| default.into());
+        std::env::set_var(name, value);
+    }
     build_client_with(Some(endpoint), short_timeouts()).await
 }
 
