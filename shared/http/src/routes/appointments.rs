@@ -56,6 +56,12 @@ fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
     appointment
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments",
+    operation_id = "bookAppointment",
+    summary = "Book an appointment"
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewAppointment::try_from(request.json()?)?;
@@ -66,6 +72,12 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/appointments/{id}",
+    operation_id = "getAppointment",
+    summary = "Read an appointment"
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -85,6 +97,12 @@ pub async fn get_one(
     Ok(Json(appointment).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/reschedule",
+    operation_id = "rescheduleAppointment",
+    summary = "Reschedule"
+)]
 pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;
@@ -98,6 +116,12 @@ pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Res
 
 /// Staff cancel any appointment of their workspace; a patient only their own (the ownership is part
 /// of the locking query, so no other patient's row is locked or revealed).
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/cancel",
+    operation_id = "cancelAppointment",
+    summary = "Cancel"
+)]
 pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     let command = Cancel::try_from(request.json()?)?;
@@ -109,6 +133,12 @@ pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Respons
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/complete",
+    operation_id = "completeAppointment",
+    summary = "Complete"
+)]
 pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;

@@ -26,6 +26,12 @@ use clinic_core::ids::NotificationId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{Notifications, OperatedQueue};
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/deliveries",
+    operation_id = "listDeliveries",
+    summary = "Notification deliveries of the workspace, newest first (admin only); ids, statuses and codes, never content; selected by the bulk actions' filter fields (the same rows)"
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -49,18 +55,42 @@ pub async fn list(
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.id.ulid()))
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/deliveries/{id}/retry",
+    operation_id = "retryDelivery",
+    summary = "Send a dead, retry, uncertain or no_contact delivery again, with a fresh attempt budget (admin only)"
+)]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Notifications>(id, request, ActionKind::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/deliveries/{id}/discard",
+    operation_id = "discardDelivery",
+    summary = "Discard a dead, retry, uncertain or no_contact delivery (admin only)"
+)]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Notifications>(id, request, ActionKind::Discard).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/deliveries/bulk/retry",
+    operation_id = "bulkRetryDeliveries",
+    summary = "Retry every dead, no_contact, retry or uncertain delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Notifications, RetryAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/deliveries/bulk/discard",
+    operation_id = "bulkDiscardDeliveries",
+    summary = "Discard every dead, no_contact, retry or uncertain delivery matching a filter (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Notifications, DiscardAll>(state, request).await
 }

@@ -21,6 +21,13 @@ use clinic_core::ids::{DisclosureId, PatientId};
 /// Any patient row of the workspace, deleted or not.
 const PATIENT_EVER_EXISTED: &str = "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2";
 
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}/disclosures",
+    operation_id = "patientDisclosures",
+    summary = "A patient's accounting of disclosures (admin), newest first",
+    description = "Every read of the patient's personal fields: API reads and answers that carry them, and listener reloads. Ids and codes only. A deleted (erased) patient keeps its accounting."
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

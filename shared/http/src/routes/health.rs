@@ -10,10 +10,24 @@ use serde_json::json;
 use crate::problem::ApiError;
 use crate::{AppState, OPENAPI_JSON};
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    summary = "Liveness: the process answers (never touches the database)",
+    security(())
+)]
 pub async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, Json(json!({ "status": "ok" })))
 }
 
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    summary = "Readiness: the database answered a check (at most one check per CLINIC_READINESS_INTERVAL_SECS per process; the answer is cached)",
+    security(())
+)]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if state.api.readiness.is_ready(&state.pool).await {
         Ok((StatusCode::OK, Json(json!({ "status": "ok", "database": "ok" }))))
@@ -22,6 +36,13 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    operation_id = "openapi",
+    summary = "This document",
+    security(())
+)]
 pub async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI_JSON)
 }

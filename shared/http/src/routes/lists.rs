@@ -85,6 +85,13 @@ async fn read_disclosed<T>(
 }
 
 /// `GET /v1/appointments?from=&to=&practitionerId=&patientId=&status=&limit=&cursor=`.
+#[utoipa::path(
+    get,
+    path = "/v1/appointments",
+    operation_id = "listAppointments",
+    summary = "The schedule view: appointments starting in [from, to), ordered by startsAt then id",
+    description = "Keyset-paged by (startsAt, id). The window is required and at most 31 days long. A patient token sees only its own appointments (another patientId answers an empty page). Each listed appointment's patient is recorded as a disclosure (purpose `GET /v1/appointments`): answers carry `reason`, which is health data."
+)]
 pub async fn schedule(
     State(state): State<AppState>,
     caller: Caller,
@@ -126,6 +133,13 @@ pub async fn schedule(
 }
 
 /// `GET /v1/patients?q=&dateOfBirth=&limit=&cursor=`: staff and admin only.
+#[utoipa::path(
+    get,
+    path = "/v1/patients",
+    operation_id = "searchPatients",
+    summary = "Patient search: a case-insensitive prefix of the family or given name",
+    description = "Staff and admin only. Ordered by the matched name (the family name when it matches, else the given name), then id; keyset-paged. Deleted patients never appear. Each listed patient is recorded as a disclosure (purpose `GET /v1/patients`)."
+)]
 pub async fn search_patients(
     State(state): State<AppState>,
     caller: Caller,
@@ -158,6 +172,13 @@ pub async fn search_patients(
 }
 
 /// `GET /v1/practitioners?active=&limit=&cursor=`: staff and admin only.
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners",
+    operation_id = "listPractitioners",
+    summary = "The workspace's practitioners, oldest first",
+    description = "Staff and admin only; keyset-paged by id. `active` narrows to active or inactive practitioners."
+)]
 pub async fn practitioners(
     State(state): State<AppState>,
     caller: Caller,

@@ -11,6 +11,12 @@ use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::ids::NotificationId;
 
+#[utoipa::path(
+    get,
+    path = "/v1/notifications",
+    operation_id = "listNotifications",
+    summary = "The workspace's delivery log, newest first (ids only)"
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

@@ -35,6 +35,12 @@ use clinic_core::ids::EventId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{self, Outbox, OutboxFilter};
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/outbox",
+    operation_id = "listOutbox",
+    summary = "Outbox rows of the workspace, newest first (admin only)"
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -52,6 +58,12 @@ pub async fn list(
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.event_id.ulid()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/outbox/unsettled",
+    operation_id = "listUnsettledStarts",
+    summary = "Listener starts of the workspace still missing their receipt, handed to operators by the custody reconciler (admin only)"
+)]
 pub async fn unsettled(
     State(state): State<AppState>,
     caller: Caller,
@@ -83,14 +95,33 @@ pub async fn unsettled(
     Ok(Json(json!({ "items": items })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/retry",
+    operation_id = "retryOutboxEvent",
+    summary = "Make a dead or retry row due now, same event id, with a fresh attempt budget (admin only)"
+)]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/replay",
+    operation_id = "replayOutboxEvent",
+    summary = "Start a dispatched event's listeners again under the same event id (admin only)",
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed."
+)]
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Replay).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/discard",
+    operation_id = "discardOutboxEvent",
+    summary = "Discard a dead row (admin only)"
+)]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Discard).await
 }

@@ -61,6 +61,7 @@ impl Answer for Deleted {
     }
 }
 
+#[utoipa::path(post, path = "/v1/patients", operation_id = "createPatient", summary = "Create a patient")]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewPatient::try_from(request.json()?)?;
@@ -69,6 +70,7 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(get, path = "/v1/patients/{id}", operation_id = "getPatient", summary = "Read a patient")]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -90,6 +92,13 @@ pub async fn get_one(
 /// Staff change any field; a patient's own token changes only their contact preferences
 /// ([`patients::CONTACT_PREFERENCE_FIELDS`]; any other field answers 403, another patient 404). Either
 /// way the change is one `patient.updated` event naming the changed fields, with the caller as actor.
+#[utoipa::path(
+    patch,
+    path = "/v1/patients/{id}",
+    operation_id = "updatePatient",
+    summary = "Update a patient",
+    description = "Staff change any field. A patient's own token changes only its contact preferences (contactChannels, contactOptOuts, timeZone): any other field answers 403, another patient's id 404. Each change is one patient.updated event naming the changed fields only."
+)]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id: PatientId = path_id(&id)?;
     let own = request.caller.patient();
@@ -105,6 +114,12 @@ pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Respons
         .await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/patients/{id}",
+    operation_id = "deletePatient",
+    summary = "Delete a patient (cancels future appointments through a listener)"
+)]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id: PatientId = path_id(&id)?;

@@ -32,6 +32,12 @@ impl Answer for Practitioner {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/practitioners",
+    operation_id = "createPractitioner",
+    summary = "Create a practitioner"
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewPractitioner::try_from(request.json()?)?;
@@ -40,6 +46,12 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners/{id}",
+    operation_id = "getPractitioner",
+    summary = "Read a practitioner"
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -54,6 +66,13 @@ pub async fn get_one(
 }
 
 /// `PATCH /v1/practitioners/{id}`: display name, specialty, active flag; optional `expectedVersion`.
+#[utoipa::path(
+    patch,
+    path = "/v1/practitioners/{id}",
+    operation_id = "updatePractitioner",
+    summary = "Change a practitioner's display name, specialty or active flag",
+    description = "Staff and admin only. Emits `practitioner.updated`. An inactive practitioner keeps its appointments but cannot be booked (409 `urn:clinic:problem:practitioner-inactive`)."
+)]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id: PractitionerId = path_id(&id)?;

@@ -39,6 +39,12 @@ use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::listeners::{listeners, Listener};
 use clinic_core::operator::{self, pause, Outbox, Reason};
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/events/{id}",
+    operation_id = "explainEvent",
+    summary = "Explain an event end to end, ids and codes only (admin only)"
+)]
 pub async fn explain(
     State(state): State<AppState>,
     caller: Caller,
@@ -71,6 +77,12 @@ struct WorkspaceRef {
     name: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/overview",
+    operation_id = "operatorOverview",
+    summary = "Counts by status, oldest ages, dead rows by error code, paused listeners (admin only)"
+)]
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -82,18 +94,43 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     Ok(Json(OverviewAnswer { overview, workspace, outbox_max_attempts }).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/retry",
+    operation_id = "bulkRetryOutbox",
+    summary = "Retry every dead or retry row matching a filter (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, RetryAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/replay",
+    operation_id = "bulkReplayOutbox",
+    summary = "Replay every dispatched row matching a filter (optionally only named listeners) (admin only); dryRun answers the count and a sample",
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed."
+)]
 pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, ReplayAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/discard",
+    operation_id = "bulkDiscardOutbox",
+    summary = "Discard every dead row matching a filter (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, DiscardAll>(state, request).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/listeners",
+    operation_id = "listListeners",
+    summary = "Every listener with its event types and pause state (admin only)"
+)]
 pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -141,10 +178,22 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/listeners/pause",
+    operation_id = "pauseListener",
+    summary = "Pause a listener in the caller's workspace: its starts are held, durably (admin only)"
+)]
 pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, false).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/listeners/resume",
+    operation_id = "resumeListener",
+    summary = "Resume a listener and release what it held, in event order (admin only)"
+)]
 pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, true).await
 }

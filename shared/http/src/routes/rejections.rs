@@ -18,6 +18,12 @@ use clinic_core::ids::{EventId, RejectionId};
 use clinic_core::listeners::rejections::{self, RejectionFilter};
 use clinic_core::listeners::Rejection;
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/rejections",
+    operation_id = "listRejections",
+    summary = "Recorded listener rejections of the workspace, newest first (admin only; ids and codes only)"
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

@@ -39,6 +39,12 @@ async fn timeline(
     Ok(page.answer(&state.api.cursor_key, &scope, &events, |event| event.id.ulid()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}/timeline",
+    operation_id = "patientTimeline",
+    summary = "A patient's events, newest first"
+)]
 pub async fn patient(
     State(state): State<AppState>,
     caller: Caller,
@@ -48,6 +54,12 @@ pub async fn patient(
     timeline(state, caller, ResourceType::Patient, id, query).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners/{id}/timeline",
+    operation_id = "practitionerTimeline",
+    summary = "A practitioner's events, newest first"
+)]
 pub async fn practitioner(
     State(state): State<AppState>,
     caller: Caller,
@@ -57,6 +69,12 @@ pub async fn practitioner(
     timeline(state, caller, ResourceType::Practitioner, id, query).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/appointments/{id}/timeline",
+    operation_id = "appointmentTimeline",
+    summary = "An appointment's events, newest first"
+)]
 pub async fn appointment(
     State(state): State<AppState>,
     caller: Caller,

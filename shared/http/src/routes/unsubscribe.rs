@@ -80,6 +80,13 @@ fn page(title: &str, body: &str) -> Response {
 
 /// `GET /v1/unsubscribe/{token}`: a page whose button POSTs the one-click body to the same address.
 /// Writes nothing.
+#[utoipa::path(
+    get,
+    path = "/v1/unsubscribe/{token}",
+    operation_id = "unsubscribePage",
+    summary = "One-click unsubscribe link of an email (RFC 8058), opened in a browser: a page whose button POSTs the one-click body; writes nothing (mail scanners follow links)",
+    security(())
+)]
 pub async fn confirm_page(
     State(state): State<AppState>,
     Path(token): Path<String>,
@@ -116,6 +123,14 @@ fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
 
 /// `POST /v1/unsubscribe/{token}`: opts the token's patient out of its kind; 200 whether it was
 /// recorded now, before, or the patient is gone.
+#[utoipa::path(
+    post,
+    path = "/v1/unsubscribe/{token}",
+    operation_id = "unsubscribeOneClick",
+    summary = "RFC 8058 one-click unsubscribe: opts the token's patient out of the token's kind of message (contactOptOuts); one patient.updated event by the patient; repeating it changes nothing",
+    description = "No login: the token is the only credential. Answers 200 whether the opt-out was recorded now, before, or the patient no longer exists (the answer tells nothing about the patient). Rate: the stage's throttling applies (docs/delivery.md).",
+    security(())
+)]
 pub async fn one_click(
     State(state): State<AppState>,
     ids: RequestIds,

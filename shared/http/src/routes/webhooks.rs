@@ -162,6 +162,13 @@ fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::We
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints",
+    operation_id = "createWebhookEndpoint",
+    summary = "Register a webhook endpoint; the answer shows its signing secret once (admin only)",
+    tag = "webhooks"
+)]
 pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let new = NewEndpoint::try_from(&request.json()?)?;
@@ -175,6 +182,13 @@ pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints",
+    operation_id = "listWebhookEndpoints",
+    summary = "The workspace's webhook endpoints (admin only)",
+    tag = "webhooks"
+)]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -182,6 +196,14 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "getWebhookEndpoint",
+    summary = "One webhook endpoint (admin, or a partner's read-only integration token)",
+    description = "Readable with the `integration` role (a token claim `role: integration`): that role may call only this route and the replay route (`/events`); every other route answers it 403.",
+    tag = "webhooks"
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     IntegrationReader(caller): IntegrationReader,
@@ -192,6 +214,13 @@ pub async fn get_one(
     Ok(Json(endpoints::get(&conn, caller.workspace_id, id).await?).into_response())
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "updateWebhookEndpoint",
+    summary = "Change url, description, event types or enabled (admin only)",
+    tag = "webhooks"
+)]
 pub async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -212,6 +241,13 @@ pub async fn update(
         .await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "deleteWebhookEndpoint",
+    summary = "Delete an endpoint with its deliveries (the audit keeps its history; admin only)",
+    tag = "webhooks"
+)]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let id: WebhookEndpointId = path_id(&id)?;
@@ -232,6 +268,13 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     Ok(map)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints/{id}/rotate",
+    operation_id = "rotateWebhookSecret",
+    summary = "New signing secret; the previous one keeps signing for overlapHours (admin only)",
+    tag = "webhooks"
+)]
 pub async fn rotate(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -257,6 +300,13 @@ pub async fn rotate(
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints/{id}/recover",
+    operation_id = "recoverWebhookDeliveries",
+    summary = "Send again every failed delivery created since a time (same webhook-id; admin only)",
+    tag = "webhooks"
+)]
 pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let map = object_of(&request.json()?, &["since"])?;
@@ -279,6 +329,13 @@ pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Respon
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/deliveries",
+    operation_id = "listWebhookDeliveries",
+    summary = "The workspace's webhook deliveries, newest first (ids and codes only; admin only); selected by the bulk actions' filter fields and by event",
+    tag = "webhooks"
+)]
 pub async fn deliveries(
     State(state): State<AppState>,
     caller: Caller,
@@ -311,18 +368,42 @@ pub async fn deliveries(
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/{id}/retry",
+    operation_id = "retryWebhookDelivery",
+    summary = "Send a failed or retrying webhook delivery again now, with a fresh attempt budget and the same webhook-id (admin only)"
+)]
 pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/{id}/discard",
+    operation_id = "discardWebhookDelivery",
+    summary = "Discard a failed or retrying webhook delivery for good (admin only)"
+)]
 pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Discard).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/bulk/retry",
+    operation_id = "bulkRetryWebhookDeliveries",
+    summary = "Retry every failed or retrying webhook delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, RetryAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/bulk/discard",
+    operation_id = "bulkDiscardWebhookDeliveries",
+    summary = "Discard every failed or retrying webhook delivery matching a filter (admin only); dryRun answers the count and a sample"
+)]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, DiscardAll>(state, request).await
 }
@@ -334,6 +415,14 @@ const MAX_REPLAY: i64 = 100;
 /// `integration`). `after` is 0 or more (default 0), `limit` 1–100 (default 100); anything else
 /// answers 400 naming the parameter. `nextAfter` is the last number answered when the page is full
 /// (ask again with it), else `null`.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints/{id}/events",
+    operation_id = "replayWebhookEvents",
+    summary = "Replay by number: the endpoint's numbered deliveries after N (admin, or a partner's read-only integration token)",
+    description = "Ordered by number, identifiers only, whatever each delivery's state (pending, sending, retry, delivered, failed), so a receiver that sees a gap in `sequence` fills it itself. Delivered deliveries are kept for the retention window (CLINIC_RETENTION_HOURS), so a replay reaches back that far. The `integration` role may call only this route and GET of the endpoint.",
+    tag = "webhooks"
+)]
 pub async fn replay(
     State(state): State<AppState>,
     IntegrationReader(caller): IntegrationReader,
