@@ -19,6 +19,7 @@ pub mod auth;
 pub mod config;
 pub mod correlation;
 pub mod cursor;
+pub mod document;
 pub mod idempotency;
 pub mod jwt;
 pub mod problem;
@@ -159,6 +160,12 @@ pub fn generated_openapi() -> utoipa::openapi::OpenApi {
         }
     }
     document
+}
+
+/// The generated document as published: [`generated_openapi`] with the components
+/// ([`document::publish`]).
+pub fn openapi_document() -> serde_json::Value {
+    document::publish(&generated_openapi())
 }
 
 /// Builds the router with its middleware.

@@ -60,7 +60,21 @@ fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
     post,
     path = "/v1/appointments",
     operation_id = "bookAppointment",
-    summary = "Book an appointment"
+    summary = "Book an appointment",
+    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::NewAppointment),
+    responses(
+        (status = 201, description = "Created", body = crate::document::schemas::Appointment),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Double booking, or the practitioner is inactive (urn:clinic:problem:practitioner-inactive)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
@@ -76,7 +90,16 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     get,
     path = "/v1/appointments/{id}",
     operation_id = "getAppointment",
-    summary = "Read an appointment"
+    summary = "Read an appointment",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn get_one(
     State(state): State<AppState>,
@@ -101,7 +124,21 @@ pub async fn get_one(
     post,
     path = "/v1/appointments/{id}/reschedule",
     operation_id = "rescheduleAppointment",
-    summary = "Reschedule"
+    summary = "Reschedule",
+    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::Reschedule),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Version mismatch, double booking, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
@@ -120,7 +157,21 @@ pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Res
     post,
     path = "/v1/appointments/{id}/cancel",
     operation_id = "cancelAppointment",
-    summary = "Cancel"
+    summary = "Cancel",
+    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = ref("#/components/schemas/Cancel")),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
@@ -137,7 +188,21 @@ pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Respons
     post,
     path = "/v1/appointments/{id}/complete",
     operation_id = "completeAppointment",
-    summary = "Complete"
+    summary = "Complete",
+    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = ref("#/components/schemas/Complete")),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;

@@ -37,7 +37,11 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     path = "/console",
     operation_id = "consolePage",
     summary = "The operators' web console page (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/html")
+    )
 )]
 pub async fn page() -> Response {
     asset("text/html; charset=utf-8", PAGE)
@@ -48,7 +52,11 @@ pub async fn page() -> Response {
     path = "/console/console.js",
     operation_id = "consoleScript",
     summary = "The console's script (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
 )]
 pub async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
@@ -59,7 +67,11 @@ pub async fn script() -> Response {
     path = "/console/console-core.js",
     operation_id = "consoleScriptCore",
     summary = "The console's script: shared helpers: the API call, rendering, times (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
 )]
 pub async fn core() -> Response {
     asset("text/javascript; charset=utf-8", CORE)
@@ -70,7 +82,11 @@ pub async fn core() -> Response {
     path = "/console/console-explain.js",
     operation_id = "consoleScriptExplain",
     summary = "The console's script: the explain view (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
 )]
 pub async fn explain() -> Response {
     asset("text/javascript; charset=utf-8", EXPLAIN)
@@ -81,7 +97,11 @@ pub async fn explain() -> Response {
     path = "/console/console-queues.js",
     operation_id = "consoleScriptQueues",
     summary = "The console's script: the queue views and their actions (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
 )]
 pub async fn queues() -> Response {
     asset("text/javascript; charset=utf-8", QUEUES)
@@ -92,7 +112,11 @@ pub async fn queues() -> Response {
     path = "/console/console.css",
     operation_id = "consoleStyle",
     summary = "The console's stylesheet (no token needed: it holds no data)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/css")
+    )
 )]
 pub async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)

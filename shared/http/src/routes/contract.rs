@@ -24,7 +24,10 @@ fn document(path: &str, content_type: &'static str) -> Result<Response, ApiError
     path = "/asyncapi.yaml",
     operation_id = "asyncapi",
     summary = "The AsyncAPI 3.0.0 document of the published events (generated; docs/events.md)",
-    security(())
+    security(()),
+    responses(
+        (status = 200, description = "AsyncAPI document", body = inline(crate::document::schemas::AsyncApiDocument), content_type = "application/yaml")
+    )
 )]
 pub async fn asyncapi() -> Result<Response, ApiError> {
     document(contract::ASYNCAPI_PATH, "application/yaml")
@@ -35,7 +38,12 @@ pub async fn asyncapi() -> Result<Response, ApiError> {
     path = "/schemas/events/{type}/{version}",
     operation_id = "eventSchema",
     summary = "The JSON Schema (2020-12) of one version of one event type: every CloudEvent's dataschema",
-    security(())
+    security(()),
+    params(crate::document::params::TypeInPath, crate::document::params::VersionInPath),
+    responses(
+        (status = 200, description = "JSON Schema", body = inline(crate::document::schemas::JsonObject), content_type = "application/schema+json"),
+        (status = 404, description = "No such event type or version", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn event_schema(Path((event_type, version)): Path<(String, String)>) -> Result<Response, ApiError> {
     document(&format!("schemas/events/{event_type}/{version}"), "application/schema+json")
@@ -46,7 +54,12 @@ pub async fn event_schema(Path((event_type, version)): Path<(String, String)>) -
     path = "/schemas/cloudevent/{version}",
     operation_id = "cloudEventSchema",
     summary = "The JSON Schema (2020-12) of the CloudEvent wrapper",
-    security(())
+    security(()),
+    params(crate::document::params::VersionInPath),
+    responses(
+        (status = 200, description = "JSON Schema", body = inline(crate::document::schemas::JsonObject), content_type = "application/schema+json"),
+        (status = 404, description = "No such version", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn cloudevent_schema(Path(version): Path<String>) -> Result<Response, ApiError> {
     document(&format!("schemas/cloudevent/{version}"), "application/schema+json")
@@ -57,7 +70,12 @@ pub async fn cloudevent_schema(Path(version): Path<String>) -> Result<Response, 
     path = "/schemas/webhooks/{body}/{version}",
     operation_id = "webhookBodySchema",
     summary = "The JSON Schema (2020-12) of a webhook body that is not an event's CloudEvent: the heartbeat's data (heartbeat) or the id-only FHIR Bundle (fhir-id-only)",
-    security(())
+    security(()),
+    params(crate::document::params::BodyInPath, crate::document::params::VersionInPath),
+    responses(
+        (status = 200, description = "JSON Schema", body = inline(crate::document::schemas::JsonObject), content_type = "application/schema+json"),
+        (status = 404, description = "No such body or version", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn webhook_body_schema(
     Path((body, version)): Path<(String, String)>,

@@ -30,7 +30,15 @@ use clinic_core::operator::{Notifications, OperatedQueue};
     get,
     path = "/v1/system/deliveries",
     operation_id = "listDeliveries",
-    summary = "Notification deliveries of the workspace, newest first (admin only); ids, statuses and codes, never content; selected by the bulk actions' filter fields (the same rows)"
+    summary = "Notification deliveries of the workspace, newest first (admin only); ids, statuses and codes, never content; selected by the bulk actions' filter fields (the same rows)",
+    params(crate::document::params::Status3, crate::document::params::OlderThan2, crate::document::params::From3, crate::document::params::To3, crate::document::params::ErrorCode2, crate::document::params::Listener2, crate::document::params::Template, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::DeliveryList),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn list(
     State(state): State<AppState>,
@@ -59,7 +67,21 @@ pub async fn list(
     post,
     path = "/v1/system/deliveries/{id}/retry",
     operation_id = "retryDelivery",
-    summary = "Send a dead, retry, uncertain or no_contact delivery again, with a fresh attempt budget (admin only)"
+    summary = "Send a dead, retry, uncertain or no_contact delivery again, with a fresh attempt budget (admin only)",
+    params(crate::document::params::IdInPath3, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::DeliveryAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, suppressed, deferred, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Notifications>(id, request, ActionKind::Retry).await
@@ -69,7 +91,21 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     post,
     path = "/v1/system/deliveries/{id}/discard",
     operation_id = "discardDelivery",
-    summary = "Discard a dead, retry, uncertain or no_contact delivery (admin only)"
+    summary = "Discard a dead, retry, uncertain or no_contact delivery (admin only)",
+    params(crate::document::params::IdInPath3, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::DeliveryAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, deferred, uncertain or no_contact (sent, stale, opted_out, suppressed, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Notifications>(id, request, ActionKind::Discard).await
@@ -79,7 +115,19 @@ pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Respon
     post,
     path = "/v1/system/deliveries/bulk/retry",
     operation_id = "bulkRetryDeliveries",
-    summary = "Retry every dead, no_contact, retry or uncertain delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample"
+    summary = "Retry every dead, no_contact, retry or uncertain delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::NotificationBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Notifications, RetryAll>(state, request).await
@@ -89,7 +137,19 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     post,
     path = "/v1/system/deliveries/bulk/discard",
     operation_id = "bulkDiscardDeliveries",
-    summary = "Discard every dead, no_contact, retry or uncertain delivery matching a filter (admin only); dryRun answers the count and a sample"
+    summary = "Discard every dead, no_contact, retry or uncertain delivery matching a filter (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::NotificationBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Notifications, DiscardAll>(state, request).await

@@ -15,7 +15,11 @@ use crate::{AppState, OPENAPI_JSON};
     path = "/healthz",
     operation_id = "healthz",
     summary = "Liveness: the process answers (never touches the database)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Health)
+    )
 )]
 pub async fn healthz() -> impl IntoResponse {
     (StatusCode::OK, Json(json!({ "status": "ok" })))
@@ -26,7 +30,12 @@ pub async fn healthz() -> impl IntoResponse {
     path = "/readyz",
     operation_id = "readyz",
     summary = "Readiness: the database answered a check (at most one check per CLINIC_READINESS_INTERVAL_SECS per process; the answer is cached)",
-    security(())
+    security(()),
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Health),
+        (status = 503, description = "The database did not answer the readiness check", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if state.api.readiness.is_ready(&state.pool).await {
@@ -41,7 +50,10 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
     path = "/openapi.json",
     operation_id = "openapi",
     summary = "This document",
-    security(())
+    security(()),
+    responses(
+        (status = 200, description = "OpenAPI document", body = inline(crate::document::schemas::JsonObject), content_type = "application/json")
+    )
 )]
 pub async fn openapi() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], OPENAPI_JSON)

@@ -15,7 +15,15 @@ use clinic_core::ids::NotificationId;
     get,
     path = "/v1/notifications",
     operation_id = "listNotifications",
-    summary = "The workspace's delivery log, newest first (ids only)"
+    summary = "The workspace's delivery log, newest first (ids only)",
+    params(crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::NotificationList),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn list(
     State(state): State<AppState>,

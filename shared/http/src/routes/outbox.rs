@@ -39,7 +39,15 @@ use clinic_core::operator::{self, Outbox, OutboxFilter};
     get,
     path = "/v1/system/outbox",
     operation_id = "listOutbox",
-    summary = "Outbox rows of the workspace, newest first (admin only)"
+    summary = "Outbox rows of the workspace, newest first (admin only)",
+    params(crate::document::params::Status2, crate::document::params::EventType, crate::document::params::OlderThan, crate::document::params::Listener, crate::document::params::ErrorCode, crate::document::params::From2, crate::document::params::To2, crate::document::params::ResourceId, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::OutboxList),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn list(
     State(state): State<AppState>,
@@ -62,7 +70,15 @@ pub async fn list(
     get,
     path = "/v1/system/outbox/unsettled",
     operation_id = "listUnsettledStarts",
-    summary = "Listener starts of the workspace still missing their receipt, handed to operators by the custody reconciler (admin only)"
+    summary = "Listener starts of the workspace still missing their receipt, handed to operators by the custody reconciler (admin only)",
+    params(crate::document::params::All, crate::document::params::Limit2, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::UnsettledList),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn unsettled(
     State(state): State<AppState>,
@@ -99,7 +115,21 @@ pub async fn unsettled(
     post,
     path = "/v1/system/outbox/{id}/retry",
     operation_id = "retryOutboxEvent",
-    summary = "Make a dead or retry row due now, same event id, with a fresh attempt budget (admin only)"
+    summary = "Make a dead or retry row due now, same event id, with a fresh attempt budget (admin only)",
+    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Retry).await
@@ -110,7 +140,21 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     path = "/v1/system/outbox/{id}/replay",
     operation_id = "replayOutboxEvent",
     summary = "Start a dispatched event's listeners again under the same event id (admin only)",
-    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed."
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
+    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorActionRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Replay).await
@@ -120,7 +164,21 @@ pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Respons
     post,
     path = "/v1/system/outbox/{id}/discard",
     operation_id = "discardOutboxEvent",
-    summary = "Discard a dead row (admin only)"
+    summary = "Discard a dead row (admin only)",
+    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Discard).await

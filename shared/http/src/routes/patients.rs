@@ -61,7 +61,25 @@ impl Answer for Deleted {
     }
 }
 
-#[utoipa::path(post, path = "/v1/patients", operation_id = "createPatient", summary = "Create a patient")]
+#[utoipa::path(
+    post,
+    path = "/v1/patients",
+    operation_id = "createPatient",
+    summary = "Create a patient",
+    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::NewPatient),
+    responses(
+        (status = 201, description = "Created", body = crate::document::schemas::Patient),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewPatient::try_from(request.json()?)?;
@@ -70,7 +88,21 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
-#[utoipa::path(get, path = "/v1/patients/{id}", operation_id = "getPatient", summary = "Read a patient")]
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}",
+    operation_id = "getPatient",
+    summary = "Read a patient",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Patient),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -97,7 +129,21 @@ pub async fn get_one(
     path = "/v1/patients/{id}",
     operation_id = "updatePatient",
     summary = "Update a patient",
-    description = "Staff change any field. A patient's own token changes only its contact preferences (contactChannels, contactOptOuts, timeZone): any other field answers 403, another patient's id 404. Each change is one patient.updated event naming the changed fields only."
+    description = "Staff change any field. A patient's own token changes only its contact preferences (contactChannels, contactOptOuts, timeZone): any other field answers 403, another patient's id 404. Each change is one patient.updated event naming the changed fields only.",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::PatientChanges),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Patient),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Version mismatch", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id: PatientId = path_id(&id)?;
@@ -118,7 +164,16 @@ pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Respons
     delete,
     path = "/v1/patients/{id}",
     operation_id = "deletePatient",
-    summary = "Delete a patient (cancels future appointments through a listener)"
+    summary = "Delete a patient (cancels future appointments through a listener)",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;

@@ -36,7 +36,20 @@ impl Answer for Practitioner {
     post,
     path = "/v1/practitioners",
     operation_id = "createPractitioner",
-    summary = "Create a practitioner"
+    summary = "Create a practitioner",
+    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::NewPractitioner),
+    responses(
+        (status = 201, description = "Created", body = crate::document::schemas::Practitioner),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
@@ -50,7 +63,16 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     get,
     path = "/v1/practitioners/{id}",
     operation_id = "getPractitioner",
-    summary = "Read a practitioner"
+    summary = "Read a practitioner",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Practitioner),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn get_one(
     State(state): State<AppState>,
@@ -71,7 +93,21 @@ pub async fn get_one(
     path = "/v1/practitioners/{id}",
     operation_id = "updatePractitioner",
     summary = "Change a practitioner's display name, specialty or active flag",
-    description = "Staff and admin only. Emits `practitioner.updated`. An inactive practitioner keeps its appointments but cannot be booked (409 `urn:clinic:problem:practitioner-inactive`)."
+    description = "Staff and admin only. Emits `practitioner.updated`. An inactive practitioner keeps its appointments but cannot be booked (409 `urn:clinic:problem:practitioner-inactive`).",
+    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::PractitionerChanges),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Practitioner),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "Version mismatch", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;

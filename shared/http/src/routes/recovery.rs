@@ -43,7 +43,15 @@ use clinic_core::operator::{self, pause, Outbox, Reason};
     get,
     path = "/v1/system/events/{id}",
     operation_id = "explainEvent",
-    summary = "Explain an event end to end, ids and codes only (admin only)"
+    summary = "Explain an event end to end, ids and codes only (admin only)",
+    params(crate::document::params::IdInPath5, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The event's whole path as sections", body = crate::document::schemas::Explanation),
+        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such event (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn explain(
     State(state): State<AppState>,
@@ -81,7 +89,13 @@ struct WorkspaceRef {
     get,
     path = "/v1/system/overview",
     operation_id = "operatorOverview",
-    summary = "Counts by status, oldest ages, dead rows by error code, paused listeners (admin only)"
+    summary = "Counts by status, oldest ages, dead rows by error code, paused listeners (admin only)",
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The overview", body = crate::document::schemas::Overview),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
@@ -98,7 +112,19 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     post,
     path = "/v1/system/outbox/bulk/retry",
     operation_id = "bulkRetryOutbox",
-    summary = "Retry every dead or retry row matching a filter (admin only); dryRun answers the count and a sample"
+    summary = "Retry every dead or retry row matching a filter (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::BulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, RetryAll>(state, request).await
@@ -109,7 +135,19 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     path = "/v1/system/outbox/bulk/replay",
     operation_id = "bulkReplayOutbox",
     summary = "Replay every dispatched row matching a filter (optionally only named listeners) (admin only); dryRun answers the count and a sample",
-    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed."
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::BulkReplayRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, ReplayAll>(state, request).await
@@ -119,7 +157,19 @@ pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Re
     post,
     path = "/v1/system/outbox/bulk/discard",
     operation_id = "bulkDiscardOutbox",
-    summary = "Discard every dead row matching a filter (admin only); dryRun answers the count and a sample"
+    summary = "Discard every dead row matching a filter (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::BulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, DiscardAll>(state, request).await
@@ -129,7 +179,13 @@ pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> R
     get,
     path = "/v1/system/listeners",
     operation_id = "listListeners",
-    summary = "Every listener with its event types and pause state (admin only)"
+    summary = "Every listener with its event types and pause state (admin only)",
+    params(crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "The listeners", body = crate::document::schemas::ListenerList),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
@@ -182,7 +238,19 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
     post,
     path = "/v1/system/listeners/pause",
     operation_id = "pauseListener",
-    summary = "Pause a listener in the caller's workspace: its starts are held, durably (admin only)"
+    summary = "Pause a listener in the caller's workspace: its starts are held, durably (admin only)",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::PauseRequest),
+    responses(
+        (status = 200, description = "The audited action", body = crate::document::schemas::PauseRecord),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, false).await
@@ -192,7 +260,19 @@ pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     post,
     path = "/v1/system/listeners/resume",
     operation_id = "resumeListener",
-    summary = "Resume a listener and release what it held, in event order (admin only)"
+    summary = "Resume a listener and release what it held, in event order (admin only)",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::PauseRequest),
+    responses(
+        (status = 200, description = "The audited action", body = crate::document::schemas::PauseRecord),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, true).await

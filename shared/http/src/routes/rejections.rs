@@ -22,7 +22,15 @@ use clinic_core::listeners::Rejection;
     get,
     path = "/v1/system/rejections",
     operation_id = "listRejections",
-    summary = "Recorded listener rejections of the workspace, newest first (admin only; ids and codes only)"
+    summary = "Recorded listener rejections of the workspace, newest first (admin only; ids and codes only)",
+    params(crate::document::params::EventId, crate::document::params::Reason, crate::document::params::Limit3, crate::document::params::Cursor2, crate::document::params::CorrelationId2),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::RejectionList),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn list(
     State(state): State<AppState>,

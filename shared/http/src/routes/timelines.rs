@@ -43,7 +43,16 @@ async fn timeline(
     get,
     path = "/v1/patients/{id}/timeline",
     operation_id = "patientTimeline",
-    summary = "A patient's events, newest first"
+    summary = "A patient's events, newest first",
+    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn patient(
     State(state): State<AppState>,
@@ -58,7 +67,16 @@ pub async fn patient(
     get,
     path = "/v1/practitioners/{id}/timeline",
     operation_id = "practitionerTimeline",
-    summary = "A practitioner's events, newest first"
+    summary = "A practitioner's events, newest first",
+    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn practitioner(
     State(state): State<AppState>,
@@ -73,7 +91,16 @@ pub async fn practitioner(
     get,
     path = "/v1/appointments/{id}/timeline",
     operation_id = "appointmentTimeline",
-    summary = "An appointment's events, newest first"
+    summary = "An appointment's events, newest first",
+    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn appointment(
     State(state): State<AppState>,

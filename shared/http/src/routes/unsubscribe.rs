@@ -85,7 +85,12 @@ fn page(title: &str, body: &str) -> Response {
     path = "/v1/unsubscribe/{token}",
     operation_id = "unsubscribePage",
     summary = "One-click unsubscribe link of an email (RFC 8058), opened in a browser: a page whose button POSTs the one-click body; writes nothing (mail scanners follow links)",
-    security(())
+    security(()),
+    params(crate::document::params::TokenInPath, crate::document::params::CorrelationId),
+    responses(
+        (status = 200, description = "A page asking to confirm, with a button that POSTs List-Unsubscribe=One-Click to the same address", body = String, content_type = "text/html"),
+        (status = 400, description = "The token is not one this service issued, or has expired (field token); nothing is written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn confirm_page(
     State(state): State<AppState>,
@@ -129,7 +134,14 @@ fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
     operation_id = "unsubscribeOneClick",
     summary = "RFC 8058 one-click unsubscribe: opts the token's patient out of the token's kind of message (contactOptOuts); one patient.updated event by the patient; repeating it changes nothing",
     description = "No login: the token is the only credential. Answers 200 whether the opt-out was recorded now, before, or the patient no longer exists (the answer tells nothing about the patient). Rate: the stage's throttling applies (docs/delivery.md).",
-    security(())
+    security(()),
+    params(crate::document::params::TokenInPath, crate::document::params::CorrelationId),
+    request_body(content = inline(crate::document::schemas::OneClickForm), content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Unsubscribed (or already, or no such patient: the same answer)", body = String, content_type = "text/html"),
+        (status = 400, description = "The token is not one this service issued, or has expired (field token); nothing is written; or the body is not List-Unsubscribe=One-Click (field List-Unsubscribe)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The request body exceeds 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn one_click(
     State(state): State<AppState>,

@@ -167,7 +167,18 @@ fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::We
     path = "/v1/webhooks/endpoints",
     operation_id = "createWebhookEndpoint",
     summary = "Register a webhook endpoint; the answer shows its signing secret once (admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    request_body(content = crate::document::schemas::NewWebhookEndpoint),
+    responses(
+        (status = 201, description = "Created", body = inline(crate::document::schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
@@ -187,7 +198,13 @@ pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<
     path = "/v1/webhooks/endpoints",
     operation_id = "listWebhookEndpoints",
     summary = "The workspace's webhook endpoints (admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::CorrelationId2),
+    responses(
+        (status = 200, description = "The endpoints", body = crate::document::schemas::WebhookEndpointList),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
@@ -202,7 +219,15 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
     operation_id = "getWebhookEndpoint",
     summary = "One webhook endpoint (admin, or a partner's read-only integration token)",
     description = "Readable with the `integration` role (a token claim `role: integration`): that role may call only this route and the replay route (`/events`); every other route answers it 403.",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::CorrelationId2),
+    responses(
+        (status = 200, description = "The endpoint", body = crate::document::schemas::WebhookEndpoint),
+        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin or integration only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn get_one(
     State(state): State<AppState>,
@@ -219,7 +244,19 @@ pub async fn get_one(
     path = "/v1/webhooks/endpoints/{id}",
     operation_id = "updateWebhookEndpoint",
     summary = "Change url, description, event types or enabled (admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    request_body(content = crate::document::schemas::WebhookEndpointChange),
+    responses(
+        (status = 200, description = "The endpoint", body = crate::document::schemas::WebhookEndpoint),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn update(
     State(state): State<AppState>,
@@ -246,7 +283,16 @@ pub async fn update(
     path = "/v1/webhooks/endpoints/{id}",
     operation_id = "deleteWebhookEndpoint",
     summary = "Delete an endpoint with its deliveries (the audit keeps its history; admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An Idempotency-Key used before with another request; nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
@@ -273,7 +319,19 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     path = "/v1/webhooks/endpoints/{id}/rotate",
     operation_id = "rotateWebhookSecret",
     summary = "New signing secret; the previous one keeps signing for overlapHours (admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    request_body(content = ref("#/components/schemas/WebhookRotateRequest")),
+    responses(
+        (status = 200, description = "The endpoint and its new secret", body = inline(crate::document::schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn rotate(
     State(state): State<AppState>,
@@ -305,7 +363,19 @@ pub async fn rotate(
     path = "/v1/webhooks/endpoints/{id}/recover",
     operation_id = "recoverWebhookDeliveries",
     summary = "Send again every failed delivery created since a time (same webhook-id; admin only)",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    request_body(content = crate::document::schemas::WebhookRecoverRequest),
+    responses(
+        (status = 200, description = "How many deliveries are pending again", body = crate::document::schemas::WebhookRecovered),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
@@ -334,7 +404,14 @@ pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Respon
     path = "/v1/webhooks/deliveries",
     operation_id = "listWebhookDeliveries",
     summary = "The workspace's webhook deliveries, newest first (ids and codes only; admin only); selected by the bulk actions' filter fields and by event",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::EndpointId, crate::document::params::EventId2, crate::document::params::Status4, crate::document::params::EventType2, crate::document::params::ErrorCode2, crate::document::params::OlderThan2, crate::document::params::From3, crate::document::params::To3, crate::document::params::Limit4, crate::document::params::CorrelationId2),
+    responses(
+        (status = 200, description = "The deliveries", body = crate::document::schemas::WebhookDeliveryList),
+        (status = 400, description = "Invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn deliveries(
     State(state): State<AppState>,
@@ -372,7 +449,21 @@ pub async fn deliveries(
     post,
     path = "/v1/system/webhook-deliveries/{id}/retry",
     operation_id = "retryWebhookDelivery",
-    summary = "Send a failed or retrying webhook delivery again now, with a fresh attempt budget and the same webhook-id (admin only)"
+    summary = "Send a failed or retrying webhook delivery again now, with a fresh attempt budget and the same webhook-id (admin only)",
+    params(crate::document::params::IdInPath4, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::WebhookDeliveryAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Retry).await
@@ -382,7 +473,21 @@ pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result
     post,
     path = "/v1/system/webhook-deliveries/{id}/discard",
     operation_id = "discardWebhookDelivery",
-    summary = "Discard a failed or retrying webhook delivery for good (admin only)"
+    summary = "Discard a failed or retrying webhook delivery for good (admin only)",
+    params(crate::document::params::IdInPath4, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::WebhookDeliveryAction),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Discard).await
@@ -392,7 +497,19 @@ pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Resu
     post,
     path = "/v1/system/webhook-deliveries/bulk/retry",
     operation_id = "bulkRetryWebhookDeliveries",
-    summary = "Retry every failed or retrying webhook delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample"
+    summary = "Retry every failed or retrying webhook delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::WebhookDeliveryBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, RetryAll>(state, request).await
@@ -402,7 +519,19 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     post,
     path = "/v1/system/webhook-deliveries/bulk/discard",
     operation_id = "bulkDiscardWebhookDeliveries",
-    summary = "Discard every failed or retrying webhook delivery matching a filter (admin only); dryRun answers the count and a sample"
+    summary = "Discard every failed or retrying webhook delivery matching a filter (admin only); dryRun answers the count and a sample",
+    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
+    request_body(content = crate::document::schemas::WebhookDeliveryBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
+        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, DiscardAll>(state, request).await
@@ -421,7 +550,15 @@ const MAX_REPLAY: i64 = 100;
     operation_id = "replayWebhookEvents",
     summary = "Replay by number: the endpoint's numbered deliveries after N (admin, or a partner's read-only integration token)",
     description = "Ordered by number, identifiers only, whatever each delivery's state (pending, sending, retry, delivered, failed), so a receiver that sees a gap in `sequence` fills it itself. Delivered deliveries are kept for the retention window (CLINIC_RETENTION_HOURS), so a replay reaches back that far. The `integration` role may call only this route and GET of the endpoint.",
-    tag = "webhooks"
+    tag = "webhooks",
+    params(crate::document::params::IdInPath6, crate::document::params::After, crate::document::params::Limit5, crate::document::params::CorrelationId2),
+    responses(
+        (status = 200, description = "The numbered deliveries after `after`", body = crate::document::schemas::WebhookReplay),
+        (status = 400, description = "Malformed id, `after` or `limit` (the problem names it)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 403, description = "Role not allowed (admin or integration only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+    )
 )]
 pub async fn replay(
     State(state): State<AppState>,
