@@ -73,7 +73,9 @@ pub static ROUTES: LazyLock<Vec<(&'static str, &'static str)>> = LazyLock::new(|
     routes
 });
 
-/// The OpenAPI document served at `/openapi.json`.
+/// The OpenAPI document served at `/openapi.json`: the generated one ([`openapi_document`]), checked
+/// in; a test fails when it drifts, and `UPDATE_OPENAPI=1 cargo test -p clinic-http --test api --
+/// openapi` rewrites it.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
 /// The routes and their operations' document from one list (STYLE.md pattern 27): each handler's
