@@ -12,6 +12,7 @@
 //!   answer), and the public routes' `security(())` is published as no requirement (`[]`).
 
 pub mod params;
+pub mod problems;
 
 use std::sync::LazyLock;
 

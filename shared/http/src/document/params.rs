@@ -1,6 +1,8 @@
 //! Every parameter an operation of the API takes, as `utoipa::IntoParams` types that the handlers'
 //! `#[utoipa::path(params(…))]` name: one type per distinct parameter, so operations taking the same
 //! parameter share it. Each is the OpenAPI Parameter Object it publishes, written as JSON.
+//!
+//! Over 500 lines: data only, 53 parameter objects (the constraints the fuzzer and clients rely on).
 
 use super::parameters;
 
@@ -45,7 +47,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdempotencyKeyHeader = {
+    IdempotencyKey = {
         "name": "Idempotency-Key",
         "in": "header",
         "required": false,
@@ -102,7 +104,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdInPath = {
+    PathId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -121,7 +123,7 @@ parameters! {
             "type": "boolean"
         }
     };
-    From = {
+    WindowFrom = {
         "name": "from",
         "in": "query",
         "required": true,
@@ -132,7 +134,7 @@ parameters! {
             "type": "string"
         }
     };
-    To = {
+    WindowTo = {
         "name": "to",
         "in": "query",
         "required": true,
@@ -165,7 +167,7 @@ parameters! {
             "type": "string"
         }
     };
-    Status = {
+    AppointmentStatus = {
         "name": "status",
         "in": "query",
         "required": false,
@@ -178,7 +180,7 @@ parameters! {
             "type": "string"
         }
     };
-    Status2 = {
+    OutboxStatus = {
         "name": "status",
         "in": "query",
         "required": false,
@@ -226,7 +228,7 @@ parameters! {
             "type": "string"
         }
     };
-    Listener = {
+    RoutedListener = {
         "name": "listener",
         "in": "query",
         "required": false,
@@ -252,7 +254,7 @@ parameters! {
             "type": "string"
         }
     };
-    From2 = {
+    CreatedFrom = {
         "name": "from",
         "in": "query",
         "required": false,
@@ -262,7 +264,7 @@ parameters! {
             "type": "string"
         }
     };
-    To2 = {
+    CreatedTo = {
         "name": "to",
         "in": "query",
         "required": false,
@@ -284,7 +286,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdInPath2 = {
+    OutboxEventId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -296,7 +298,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdempotencyKeyHeader2 = {
+    IdempotencyKeyOperator = {
         "name": "Idempotency-Key",
         "in": "header",
         "required": false,
@@ -308,7 +310,7 @@ parameters! {
             "type": "string"
         }
     };
-    Status3 = {
+    DeliveryStatus = {
         "name": "status",
         "in": "query",
         "required": false,
@@ -331,7 +333,7 @@ parameters! {
             "type": "string"
         }
     };
-    OlderThan2 = {
+    Age = {
         "name": "olderThan",
         "in": "query",
         "required": false,
@@ -345,7 +347,7 @@ parameters! {
             "type": "string"
         }
     };
-    From3 = {
+    OnlyFrom = {
         "name": "from",
         "in": "query",
         "required": false,
@@ -355,7 +357,7 @@ parameters! {
             "type": "string"
         }
     };
-    To3 = {
+    OnlyTo = {
         "name": "to",
         "in": "query",
         "required": false,
@@ -365,7 +367,7 @@ parameters! {
             "type": "string"
         }
     };
-    ErrorCode2 = {
+    LastErrorCode = {
         "name": "errorCode",
         "in": "query",
         "required": false,
@@ -375,7 +377,7 @@ parameters! {
             "type": "string"
         }
     };
-    Listener2 = {
+    DeliveryListener = {
         "name": "listener",
         "in": "query",
         "required": false,
@@ -404,7 +406,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdInPath3 = {
+    DeliveryId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -416,7 +418,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdInPath4 = {
+    WebhookDeliveryId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -441,7 +443,7 @@ parameters! {
             "type": "string"
         }
     };
-    Limit2 = {
+    PairLimit = {
         "name": "limit",
         "in": "query",
         "required": false,
@@ -452,7 +454,7 @@ parameters! {
             "type": "integer"
         }
     };
-    IdInPath5 = {
+    ExplainedEventId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -461,7 +463,7 @@ parameters! {
             "$ref": "#/components/schemas/Ulid"
         }
     };
-    EventId = {
+    RejectedEventId = {
         "name": "eventId",
         "in": "query",
         "required": false,
@@ -489,7 +491,7 @@ parameters! {
             "type": "string"
         }
     };
-    Limit3 = {
+    RejectionLimit = {
         "name": "limit",
         "in": "query",
         "required": false,
@@ -500,7 +502,7 @@ parameters! {
             "type": "integer"
         }
     };
-    Cursor2 = {
+    RejectionCursor = {
         "name": "cursor",
         "in": "query",
         "required": false,
@@ -511,7 +513,7 @@ parameters! {
             "type": "string"
         }
     };
-    CorrelationId2 = {
+    CorrelationIdPlain = {
         "name": "X-Correlation-Id",
         "in": "header",
         "required": false,
@@ -519,7 +521,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdempotencyKeyHeader3 = {
+    IdempotencyKeyWebhook = {
         "name": "Idempotency-Key",
         "in": "header",
         "required": false,
@@ -531,7 +533,7 @@ parameters! {
             "type": "string"
         }
     };
-    IdInPath6 = {
+    WebhookEndpointId = {
         "name": "id",
         "in": "path",
         "required": true,
@@ -555,7 +557,7 @@ parameters! {
             "type": "string"
         }
     };
-    EventId2 = {
+    WebhookEventId = {
         "name": "eventId",
         "in": "query",
         "required": false,
@@ -567,7 +569,7 @@ parameters! {
             "type": "string"
         }
     };
-    Status4 = {
+    WebhookDeliveryStatus = {
         "name": "status",
         "in": "query",
         "required": false,
@@ -584,7 +586,7 @@ parameters! {
             "type": "string"
         }
     };
-    EventType2 = {
+    WebhookEventType = {
         "name": "eventType",
         "in": "query",
         "required": false,
@@ -605,7 +607,7 @@ parameters! {
             "type": "string"
         }
     };
-    Limit4 = {
+    WebhookLimit = {
         "name": "limit",
         "in": "query",
         "required": false,
@@ -628,7 +630,7 @@ parameters! {
             "type": "integer"
         }
     };
-    Limit5 = {
+    ReplayLimit = {
         "name": "limit",
         "in": "query",
         "required": false,

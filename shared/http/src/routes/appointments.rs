@@ -11,6 +11,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -61,19 +62,13 @@ fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
     path = "/v1/appointments",
     operation_id = "bookAppointment",
     summary = "Book an appointment",
-    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::NewAppointment),
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewAppointment),
     responses(
-        (status = 201, description = "Created", body = crate::document::schemas::Appointment),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Double booking, or the practitioner is inactive (urn:clinic:problem:practitioner-inactive)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 201, description = "Created", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Double booking, or the practitioner is inactive (urn:clinic:problem:practitioner-inactive)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
@@ -91,14 +86,11 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     path = "/v1/appointments/{id}",
     operation_id = "getAppointment",
     summary = "Read an appointment",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    params(params::PathId, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn get_one(
@@ -125,19 +117,13 @@ pub async fn get_one(
     path = "/v1/appointments/{id}/reschedule",
     operation_id = "rescheduleAppointment",
     summary = "Reschedule",
-    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::Reschedule),
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::Reschedule),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Version mismatch, double booking, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, double booking, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -158,19 +144,13 @@ pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Res
     path = "/v1/appointments/{id}/cancel",
     operation_id = "cancelAppointment",
     summary = "Cancel",
-    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
     request_body(content = ref("#/components/schemas/Cancel")),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -189,19 +169,13 @@ pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Respons
     path = "/v1/appointments/{id}/complete",
     operation_id = "completeAppointment",
     summary = "Complete",
-    params(crate::document::params::IdInPath, crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
     request_body(content = ref("#/components/schemas/Complete")),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Appointment),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {

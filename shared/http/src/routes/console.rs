@@ -6,6 +6,7 @@
 //! Every asset answers `Content-Security-Policy: default-src 'self'` (no inline script or style, no
 //! other origin), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`.
 
+use crate::document::params;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
@@ -38,7 +39,7 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     operation_id = "consolePage",
     summary = "The operators' web console page (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/html")
     )
@@ -53,7 +54,7 @@ pub async fn page() -> Response {
     operation_id = "consoleScript",
     summary = "The console's script (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
     )
@@ -68,7 +69,7 @@ pub async fn script() -> Response {
     operation_id = "consoleScriptCore",
     summary = "The console's script: shared helpers: the API call, rendering, times (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
     )
@@ -83,7 +84,7 @@ pub async fn core() -> Response {
     operation_id = "consoleScriptExplain",
     summary = "The console's script: the explain view (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
     )
@@ -98,7 +99,7 @@ pub async fn explain() -> Response {
     operation_id = "consoleScriptQueues",
     summary = "The console's script: the queue views and their actions (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
     )
@@ -113,7 +114,7 @@ pub async fn queues() -> Response {
     operation_id = "consoleStyle",
     summary = "The console's stylesheet (no token needed: it holds no data)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
         (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/css")
     )

@@ -22,6 +22,7 @@ use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
 
+use crate::document::{params, problems, schemas};
 use clinic_core::ids::NotificationId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{Notifications, OperatedQueue};
@@ -31,13 +32,10 @@ use clinic_core::operator::{Notifications, OperatedQueue};
     path = "/v1/system/deliveries",
     operation_id = "listDeliveries",
     summary = "Notification deliveries of the workspace, newest first (admin only); ids, statuses and codes, never content; selected by the bulk actions' filter fields (the same rows)",
-    params(crate::document::params::Status3, crate::document::params::OlderThan2, crate::document::params::From3, crate::document::params::To3, crate::document::params::ErrorCode2, crate::document::params::Listener2, crate::document::params::Template, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::DeliveryStatus, params::Age, params::OnlyFrom, params::OnlyTo, params::LastErrorCode, params::DeliveryListener, params::Template, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::DeliveryList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::DeliveryList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn list(
@@ -68,19 +66,16 @@ pub async fn list(
     path = "/v1/system/deliveries/{id}/retry",
     operation_id = "retryDelivery",
     summary = "Send a dead, retry, uncertain or no_contact delivery again, with a fresh attempt budget (admin only)",
-    params(crate::document::params::IdInPath3, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::DeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::DeliveryAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, suppressed, deferred, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::DeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, suppressed, deferred, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -92,19 +87,16 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     path = "/v1/system/deliveries/{id}/discard",
     operation_id = "discardDelivery",
     summary = "Discard a dead, retry, uncertain or no_contact delivery (admin only)",
-    params(crate::document::params::IdInPath3, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::DeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::DeliveryAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, deferred, uncertain or no_contact (sent, stale, opted_out, suppressed, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::DeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, deferred, uncertain or no_contact (sent, stale, opted_out, suppressed, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -116,17 +108,14 @@ pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Respon
     path = "/v1/system/deliveries/bulk/retry",
     operation_id = "bulkRetryDeliveries",
     summary = "Retry every dead, no_contact, retry or uncertain delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::NotificationBulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::NotificationBulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -138,17 +127,14 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     path = "/v1/system/deliveries/bulk/discard",
     operation_id = "bulkDiscardDeliveries",
     summary = "Discard every dead, no_contact, retry or uncertain delivery matching a filter (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::NotificationBulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::NotificationBulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {

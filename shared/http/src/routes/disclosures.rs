@@ -12,6 +12,7 @@ use axum::response::Response;
 use super::path_id;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::db::sql;
@@ -27,14 +28,11 @@ const PATIENT_EVER_EXISTED: &str = "SELECT 1 FROM patients WHERE workspace_id = 
     operation_id = "patientDisclosures",
     summary = "A patient's accounting of disclosures (admin), newest first",
     description = "Every read of the patient's personal fields: API reads and answers that carry them, and listener reloads. Ids and codes only. A deleted (erased) patient keeps its accounting.",
-    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::DisclosureList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::DisclosureList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn list(

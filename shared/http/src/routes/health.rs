@@ -7,6 +7,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use serde_json::json;
 
+use crate::document::{params, schemas};
 use crate::problem::ApiError;
 use crate::{AppState, OPENAPI_JSON};
 
@@ -16,9 +17,9 @@ use crate::{AppState, OPENAPI_JSON};
     operation_id = "healthz",
     summary = "Liveness: the process answers (never touches the database)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Health)
+        (status = 200, description = "OK", body = schemas::Health)
     )
 )]
 pub async fn healthz() -> impl IntoResponse {
@@ -31,10 +32,10 @@ pub async fn healthz() -> impl IntoResponse {
     operation_id = "readyz",
     summary = "Readiness: the database answered a check (at most one check per CLINIC_READINESS_INTERVAL_SECS per process; the answer is cached)",
     security(()),
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Health),
-        (status = 503, description = "The database did not answer the readiness check", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Health),
+        (status = 503, description = "The database did not answer the readiness check", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
@@ -52,7 +53,7 @@ pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, 
     summary = "This document",
     security(()),
     responses(
-        (status = 200, description = "OpenAPI document", body = inline(crate::document::schemas::JsonObject), content_type = "application/json")
+        (status = 200, description = "OpenAPI document", body = inline(schemas::JsonObject), content_type = "application/json")
     )
 )]
 pub async fn openapi() -> impl IntoResponse {

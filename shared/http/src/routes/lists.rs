@@ -19,6 +19,7 @@ use axum::response::Response;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::{self, PageRequest};
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::appointments::schedule::{self, Schedule};
@@ -91,13 +92,13 @@ async fn read_disclosed<T>(
     operation_id = "listAppointments",
     summary = "The schedule view: appointments starting in [from, to), ordered by startsAt then id",
     description = "Keyset-paged by (startsAt, id). The window is required and at most 31 days long. A patient token sees only its own appointments (another patientId answers an empty page). Each listed appointment's patient is recorded as a disclosure (purpose `GET /v1/appointments`): answers carry `reason`, which is health data.",
-    params(crate::document::params::From, crate::document::params::To, crate::document::params::PractitionerId, crate::document::params::PatientId, crate::document::params::Status, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::WindowFrom, params::WindowTo, params::PractitionerId, params::PatientId, params::AppointmentStatus, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::AppointmentList),
-        (status = 400, description = "Invalid parameter (the problem names it)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Workspace not provisioned", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::AppointmentList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Workspace not provisioned", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn schedule(
@@ -147,13 +148,11 @@ pub async fn schedule(
     operation_id = "searchPatients",
     summary = "Patient search: a case-insensitive prefix of the family or given name",
     description = "Staff and admin only. Ordered by the matched name (the family name when it matches, else the given name), then id; keyset-paged. Deleted patients never appear. Each listed patient is recorded as a disclosure (purpose `GET /v1/patients`).",
-    params(crate::document::params::Q, crate::document::params::DateOfBirth, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::Q, params::DateOfBirth, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::PatientList),
-        (status = 400, description = "Invalid parameter (the problem names it)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::PatientList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn search_patients(
@@ -194,13 +193,11 @@ pub async fn search_patients(
     operation_id = "listPractitioners",
     summary = "The workspace's practitioners, oldest first",
     description = "Staff and admin only; keyset-paged by id. `active` narrows to active or inactive practitioners.",
-    params(crate::document::params::Active, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::Active, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::PractitionerList),
-        (status = 400, description = "Invalid parameter (the problem names it)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::PractitionerList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn practitioners(

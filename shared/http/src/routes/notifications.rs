@@ -7,6 +7,7 @@ use axum::response::Response;
 
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::ids::NotificationId;
@@ -16,13 +17,10 @@ use clinic_core::ids::NotificationId;
     path = "/v1/notifications",
     operation_id = "listNotifications",
     summary = "The workspace's delivery log, newest first (ids only)",
-    params(crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::NotificationList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::NotificationList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn list(

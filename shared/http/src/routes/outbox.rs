@@ -28,6 +28,7 @@ use super::acted;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
@@ -40,13 +41,10 @@ use clinic_core::operator::{self, Outbox, OutboxFilter};
     path = "/v1/system/outbox",
     operation_id = "listOutbox",
     summary = "Outbox rows of the workspace, newest first (admin only)",
-    params(crate::document::params::Status2, crate::document::params::EventType, crate::document::params::OlderThan, crate::document::params::Listener, crate::document::params::ErrorCode, crate::document::params::From2, crate::document::params::To2, crate::document::params::ResourceId, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::OutboxStatus, params::EventType, params::OlderThan, params::RoutedListener, params::ErrorCode, params::CreatedFrom, params::CreatedTo, params::ResourceId, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::OutboxList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::OutboxList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn list(
@@ -71,13 +69,10 @@ pub async fn list(
     path = "/v1/system/outbox/unsettled",
     operation_id = "listUnsettledStarts",
     summary = "Listener starts of the workspace still missing their receipt, handed to operators by the custody reconciler (admin only)",
-    params(crate::document::params::All, crate::document::params::Limit2, crate::document::params::CorrelationId),
+    params(params::All, params::PairLimit, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::UnsettledList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::UnsettledList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn unsettled(
@@ -116,19 +111,16 @@ pub async fn unsettled(
     path = "/v1/system/outbox/{id}/retry",
     operation_id = "retryOutboxEvent",
     summary = "Make a dead or retry row due now, same event id, with a fresh attempt budget (admin only)",
-    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -141,19 +133,16 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     operation_id = "replayOutboxEvent",
     summary = "Start a dispatched event's listeners again under the same event id (admin only)",
     description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
-    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorActionRequest),
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorActionRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The row's status does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -165,19 +154,16 @@ pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Respons
     path = "/v1/system/outbox/{id}/discard",
     operation_id = "discardOutboxEvent",
     summary = "Discard a dead row (admin only)",
-    params(crate::document::params::IdInPath2, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::OperatorAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such outbox row (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {

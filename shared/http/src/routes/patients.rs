@@ -10,6 +10,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -66,18 +67,12 @@ impl Answer for Deleted {
     path = "/v1/patients",
     operation_id = "createPatient",
     summary = "Create a patient",
-    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::NewPatient),
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewPatient),
     responses(
-        (status = 201, description = "Created", body = crate::document::schemas::Patient),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 201, description = "Created", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
     )
 )]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
@@ -93,14 +88,11 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     path = "/v1/patients/{id}",
     operation_id = "getPatient",
     summary = "Read a patient",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    params(params::PathId, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Patient),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn get_one(
@@ -130,19 +122,13 @@ pub async fn get_one(
     operation_id = "updatePatient",
     summary = "Update a patient",
     description = "Staff change any field. A patient's own token changes only its contact preferences (contactChannels, contactOptOuts, timeZone): any other field answers 403, another patient's id 404. Each change is one patient.updated event naming the changed fields only.",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::PatientChanges),
+    params(params::PathId, params::CorrelationId),
+    request_body(content = schemas::PatientChanges),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Patient),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Version mismatch", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -165,14 +151,11 @@ pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Respons
     path = "/v1/patients/{id}",
     operation_id = "deletePatient",
     summary = "Delete a patient (cancels future appointments through a listener)",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    params(params::PathId, params::CorrelationId),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {

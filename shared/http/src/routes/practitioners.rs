@@ -7,6 +7,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -37,18 +38,12 @@ impl Answer for Practitioner {
     path = "/v1/practitioners",
     operation_id = "createPractitioner",
     summary = "Create a practitioner",
-    params(crate::document::params::IdempotencyKeyHeader, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::NewPractitioner),
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewPractitioner),
     responses(
-        (status = 201, description = "Created", body = crate::document::schemas::Practitioner),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 201, description = "Created", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
     )
 )]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
@@ -64,14 +59,11 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     path = "/v1/practitioners/{id}",
     operation_id = "getPractitioner",
     summary = "Read a practitioner",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
+    params(params::PathId, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Practitioner),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn get_one(
@@ -94,19 +86,13 @@ pub async fn get_one(
     operation_id = "updatePractitioner",
     summary = "Change a practitioner's display name, specialty or active flag",
     description = "Staff and admin only. Emits `practitioner.updated`. An inactive practitioner keeps its appointments but cannot be booked (409 `urn:clinic:problem:practitioner-inactive`).",
-    params(crate::document::params::IdInPath, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::PractitionerChanges),
+    params(params::PathId, params::CorrelationId),
+    request_body(content = schemas::PractitionerChanges),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Practitioner),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "Version mismatch", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        (status = 409, description = "Version mismatch", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
     )
 )]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {

@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 use super::acted::{self, operator_of, Acted, DiscardAll, ReplayAll, RetryAll};
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
@@ -44,13 +45,12 @@ use clinic_core::operator::{self, pause, Outbox, Reason};
     path = "/v1/system/events/{id}",
     operation_id = "explainEvent",
     summary = "Explain an event end to end, ids and codes only (admin only)",
-    params(crate::document::params::IdInPath5, crate::document::params::CorrelationId),
+    params(params::ExplainedEventId, params::CorrelationId),
     responses(
-        (status = 200, description = "The event's whole path as sections", body = crate::document::schemas::Explanation),
-        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such event (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The event's whole path as sections", body = schemas::Explanation),
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such event (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn explain(
@@ -90,11 +90,10 @@ struct WorkspaceRef {
     path = "/v1/system/overview",
     operation_id = "operatorOverview",
     summary = "Counts by status, oldest ages, dead rows by error code, paused listeners (admin only)",
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
-        (status = 200, description = "The overview", body = crate::document::schemas::Overview),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The overview", body = schemas::Overview),
+        problems::Unauthorized, problems::Forbidden
     )
 )]
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -113,17 +112,14 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     path = "/v1/system/outbox/bulk/retry",
     operation_id = "bulkRetryOutbox",
     summary = "Retry every dead or retry row matching a filter (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::BulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -136,17 +132,14 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     operation_id = "bulkReplayOutbox",
     summary = "Replay every dispatched row matching a filter (optionally only named listeners) (admin only); dryRun answers the count and a sample",
     description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::BulkReplayRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkReplayRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -158,17 +151,14 @@ pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Re
     path = "/v1/system/outbox/bulk/discard",
     operation_id = "bulkDiscardOutbox",
     summary = "Discard every dead row matching a filter (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::BulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -180,11 +170,10 @@ pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> R
     path = "/v1/system/listeners",
     operation_id = "listListeners",
     summary = "Every listener with its event types and pause state (admin only)",
-    params(crate::document::params::CorrelationId),
+    params(params::CorrelationId),
     responses(
-        (status = 200, description = "The listeners", body = crate::document::schemas::ListenerList),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The listeners", body = schemas::ListenerList),
+        problems::Unauthorized, problems::Forbidden
     )
 )]
 pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -239,17 +228,14 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
     path = "/v1/system/listeners/pause",
     operation_id = "pauseListener",
     summary = "Pause a listener in the caller's workspace: its starts are held, durably (admin only)",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::PauseRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::PauseRequest),
     responses(
-        (status = 200, description = "The audited action", body = crate::document::schemas::PauseRecord),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The audited action", body = schemas::PauseRecord),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
@@ -261,17 +247,14 @@ pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     path = "/v1/system/listeners/resume",
     operation_id = "resumeListener",
     summary = "Resume a listener and release what it held, in event order (admin only)",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::PauseRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::PauseRequest),
     responses(
-        (status = 200, description = "The audited action", body = crate::document::schemas::PauseRecord),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The audited action", body = schemas::PauseRecord),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {

@@ -12,6 +12,7 @@ use axum::response::Response;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::ids::{EventId, RejectionId};
@@ -23,13 +24,10 @@ use clinic_core::listeners::Rejection;
     path = "/v1/system/rejections",
     operation_id = "listRejections",
     summary = "Recorded listener rejections of the workspace, newest first (admin only; ids and codes only)",
-    params(crate::document::params::EventId, crate::document::params::Reason, crate::document::params::Limit3, crate::document::params::Cursor2, crate::document::params::CorrelationId2),
+    params(params::RejectedEventId, params::Reason, params::RejectionLimit, params::RejectionCursor, params::CorrelationIdPlain),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::RejectionList),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::RejectionList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
     )
 )]
 pub async fn list(

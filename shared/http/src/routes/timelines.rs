@@ -12,6 +12,7 @@ use ulid::Ulid;
 use super::path_id;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::error::DomainError;
@@ -44,14 +45,11 @@ async fn timeline(
     path = "/v1/patients/{id}/timeline",
     operation_id = "patientTimeline",
     summary = "A patient's events, newest first",
-    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn patient(
@@ -68,14 +66,11 @@ pub async fn patient(
     path = "/v1/practitioners/{id}/timeline",
     operation_id = "practitionerTimeline",
     summary = "A practitioner's events, newest first",
-    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn practitioner(
@@ -92,14 +87,11 @@ pub async fn practitioner(
     path = "/v1/appointments/{id}/timeline",
     operation_id = "appointmentTimeline",
     summary = "An appointment's events, newest first",
-    params(crate::document::params::IdInPath, crate::document::params::Limit, crate::document::params::Cursor, crate::document::params::CorrelationId),
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
     responses(
-        (status = 200, description = "OK", body = crate::document::schemas::Timeline),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "Not found (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
     )
 )]
 pub async fn appointment(

@@ -31,6 +31,9 @@
 //! or rotate answers the endpoint as it is now **without** `secret` (the secret was shown once; a
 //! client that lost that answer rotates), a replay of recover answers `since` and `recovered` as
 //! `null` (the count is not stored), and a replay of delete answers 204 again.
+//!
+//! Over 500 lines: thirteen handlers, each with its `#[utoipa::path]` operation (a third of the
+//! file), so the published document of a route stays next to the route.
 
 use std::collections::HashMap;
 
@@ -43,6 +46,7 @@ use serde_json::{json, Value};
 use super::acted::{self, DiscardAll, RetryAll};
 use super::{bad, path_id};
 use crate::auth::{Caller, IntegrationReader};
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -168,16 +172,13 @@ fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::We
     operation_id = "createWebhookEndpoint",
     summary = "Register a webhook endpoint; the answer shows its signing secret once (admin only)",
     tag = "webhooks",
-    params(crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
-    request_body(content = crate::document::schemas::NewWebhookEndpoint),
+    params(params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::NewWebhookEndpoint),
     responses(
-        (status = 201, description = "Created", body = inline(crate::document::schemas::EndpointWithSecretOrNot), content_type = "application/json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 201, description = "Created", body = inline(schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        problems::Unauthorized, problems::AdminOnly, problems::BadRequest, problems::TooLarge,
+        problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -199,11 +200,10 @@ pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<
     operation_id = "listWebhookEndpoints",
     summary = "The workspace's webhook endpoints (admin only)",
     tag = "webhooks",
-    params(crate::document::params::CorrelationId2),
+    params(params::CorrelationIdPlain),
     responses(
-        (status = 200, description = "The endpoints", body = crate::document::schemas::WebhookEndpointList),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The endpoints", body = schemas::WebhookEndpointList),
+        problems::Unauthorized, problems::AdminOnly
     )
 )]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
@@ -220,13 +220,13 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
     summary = "One webhook endpoint (admin, or a partner's read-only integration token)",
     description = "Readable with the `integration` role (a token claim `role: integration`): that role may call only this route and the replay route (`/events`); every other route answers it 403.",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::CorrelationId2),
+    params(params::WebhookEndpointId, params::CorrelationIdPlain),
     responses(
-        (status = 200, description = "The endpoint", body = crate::document::schemas::WebhookEndpoint),
-        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin or integration only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The endpoint", body = schemas::WebhookEndpoint),
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Role not allowed (admin or integration only)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn get_one(
@@ -245,17 +245,14 @@ pub async fn get_one(
     operation_id = "updateWebhookEndpoint",
     summary = "Change url, description, event types or enabled (admin only)",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
-    request_body(content = crate::document::schemas::WebhookEndpointChange),
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::WebhookEndpointChange),
     responses(
-        (status = 200, description = "The endpoint", body = crate::document::schemas::WebhookEndpoint),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The endpoint", body = schemas::WebhookEndpoint),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn update(
@@ -284,14 +281,13 @@ pub async fn update(
     operation_id = "deleteWebhookEndpoint",
     summary = "Delete an endpoint with its deliveries (the audit keeps its history; admin only)",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
     responses(
         (status = 204, description = "Deleted"),
-        (status = 400, description = "Malformed id", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "An Idempotency-Key used before with another request; nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An Idempotency-Key used before with another request; nothing was written", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -320,17 +316,14 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     operation_id = "rotateWebhookSecret",
     summary = "New signing secret; the previous one keeps signing for overlapHours (admin only)",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
     request_body(content = ref("#/components/schemas/WebhookRotateRequest")),
     responses(
-        (status = 200, description = "The endpoint and its new secret", body = inline(crate::document::schemas::EndpointWithSecretOrNot), content_type = "application/json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The endpoint and its new secret", body = inline(schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn rotate(
@@ -364,17 +357,14 @@ pub async fn rotate(
     operation_id = "recoverWebhookDeliveries",
     summary = "Send again every failed delivery created since a time (same webhook-id; admin only)",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::IdempotencyKeyHeader3, crate::document::params::CorrelationId2),
-    request_body(content = crate::document::schemas::WebhookRecoverRequest),
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::WebhookRecoverRequest),
     responses(
-        (status = 200, description = "How many deliveries are pending again", body = crate::document::schemas::WebhookRecovered),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "How many deliveries are pending again", body = schemas::WebhookRecovered),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -405,12 +395,11 @@ pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Respon
     operation_id = "listWebhookDeliveries",
     summary = "The workspace's webhook deliveries, newest first (ids and codes only; admin only); selected by the bulk actions' filter fields and by event",
     tag = "webhooks",
-    params(crate::document::params::EndpointId, crate::document::params::EventId2, crate::document::params::Status4, crate::document::params::EventType2, crate::document::params::ErrorCode2, crate::document::params::OlderThan2, crate::document::params::From3, crate::document::params::To3, crate::document::params::Limit4, crate::document::params::CorrelationId2),
+    params(params::EndpointId, params::WebhookEventId, params::WebhookDeliveryStatus, params::WebhookEventType, params::LastErrorCode, params::Age, params::OnlyFrom, params::OnlyTo, params::WebhookLimit, params::CorrelationIdPlain),
     responses(
-        (status = 200, description = "The deliveries", body = crate::document::schemas::WebhookDeliveryList),
-        (status = 400, description = "Invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin only)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The deliveries", body = schemas::WebhookDeliveryList),
+        (status = 400, description = "Invalid parameter", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::AdminOnly
     )
 )]
 pub async fn deliveries(
@@ -450,19 +439,16 @@ pub async fn deliveries(
     path = "/v1/system/webhook-deliveries/{id}/retry",
     operation_id = "retryWebhookDelivery",
     summary = "Send a failed or retrying webhook delivery again now, with a fresh attempt budget and the same webhook-id (admin only)",
-    params(crate::document::params::IdInPath4, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::WebhookDeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::WebhookDeliveryAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -474,19 +460,16 @@ pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result
     path = "/v1/system/webhook-deliveries/{id}/discard",
     operation_id = "discardWebhookDelivery",
     summary = "Discard a failed or retrying webhook delivery for good (admin only)",
-    params(crate::document::params::IdInPath4, crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::OperatorReasonRequest),
+    params(params::WebhookDeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
     responses(
-        (status = 200, description = "The action was applied and recorded", body = crate::document::schemas::WebhookDeliveryAction),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such delivery (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 503, description = "Database unavailable", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
     )
 )]
 pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -498,17 +481,14 @@ pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Resu
     path = "/v1/system/webhook-deliveries/bulk/retry",
     operation_id = "bulkRetryWebhookDeliveries",
     summary = "Retry every failed or retrying webhook delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::WebhookDeliveryBulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::WebhookDeliveryBulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -520,17 +500,14 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     path = "/v1/system/webhook-deliveries/bulk/discard",
     operation_id = "bulkDiscardWebhookDeliveries",
     summary = "Discard every failed or retrying webhook delivery matching a filter (admin only); dryRun answers the count and a sample",
-    params(crate::document::params::IdempotencyKeyHeader2, crate::document::params::CorrelationId),
-    request_body(content = crate::document::schemas::WebhookDeliveryBulkRequest),
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::WebhookDeliveryBulkRequest),
     responses(
-        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = crate::document::schemas::BulkAnswer),
-        (status = 400, description = "Malformed JSON or invalid parameter", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The state does not fit the action; nothing was recorded", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 413, description = "Body over 64 KiB", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 415, description = "Body is not JSON", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -551,13 +528,13 @@ const MAX_REPLAY: i64 = 100;
     summary = "Replay by number: the endpoint's numbered deliveries after N (admin, or a partner's read-only integration token)",
     description = "Ordered by number, identifiers only, whatever each delivery's state (pending, sending, retry, delivered, failed), so a receiver that sees a gap in `sequence` fills it itself. Delivered deliveries are kept for the retention window (CLINIC_RETENTION_HOURS), so a replay reaches back that far. The `integration` role may call only this route and GET of the endpoint.",
     tag = "webhooks",
-    params(crate::document::params::IdInPath6, crate::document::params::After, crate::document::params::Limit5, crate::document::params::CorrelationId2),
+    params(params::WebhookEndpointId, params::After, params::ReplayLimit, params::CorrelationIdPlain),
     responses(
-        (status = 200, description = "The numbered deliveries after `after`", body = crate::document::schemas::WebhookReplay),
-        (status = 400, description = "Malformed id, `after` or `limit` (the problem names it)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 401, description = "Missing or invalid token", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 403, description = "Role not allowed (admin or integration only)", body = crate::document::schemas::Problem, content_type = "application/problem+json"),
-        (status = 404, description = "No such endpoint (or in another workspace)", body = crate::document::schemas::Problem, content_type = "application/problem+json")
+        (status = 200, description = "The numbered deliveries after `after`", body = schemas::WebhookReplay),
+        (status = 400, description = "Malformed id, `after` or `limit` (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Role not allowed (admin or integration only)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
     )
 )]
 pub async fn replay(
