@@ -29,6 +29,11 @@ fn component(name: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Sche
     serde_json::from_value(schema.clone()).unwrap_or_else(|e| panic!("component schema {name}: {e}"))
 }
 
+/// `{"type": "integer"}`, for a field whose Rust type would add a `format` the document does not state.
+pub(crate) fn integer() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::Integer).build()
+}
+
 /// One OpenAPI Parameter Object, written as JSON, as utoipa's type.
 pub(crate) fn parameter(object: Value) -> Parameter {
     serde_json::from_value(object).expect("a parameter object")
@@ -81,6 +86,9 @@ pub mod schemas {
         };
     }
 
+    /// The problem document, derived from the type that writes it.
+    pub use crate::problem::ProblemBody as Problem;
+
     components!(
         Appointment,
         AppointmentList,
@@ -114,7 +122,6 @@ pub mod schemas {
         Practitioner,
         PractitionerChanges,
         PractitionerList,
-        Problem,
         RejectionList,
         Reschedule,
         Timeline,
@@ -193,7 +200,16 @@ pub mod schemas {
 /// `X-Correlation-Id` header.
 pub fn publish(generated: &utoipa::openapi::OpenApi) -> Value {
     let mut document = serde_json::to_value(generated).expect("the document serialises");
+    // The schemas derived from Rust types (collected by utoipa from the handlers' annotations), then
+    // the hand-written components over them (the types named by hand-written schemas read them
+    // from there already; copying them keeps the text exactly as written).
+    let derived = document["components"]["schemas"].take();
     document["components"] = COMPONENTS.clone();
+    for (name, schema) in derived.as_object().into_iter().flatten() {
+        if COMPONENTS["schemas"].get(name).is_none() {
+            document["components"]["schemas"][name] = schema.clone();
+        }
+    }
     document["info"] = json!({
         "title": "Clinic scheduling API",
         "version": "1.0.0",
