@@ -88,6 +88,8 @@ pub mod schemas {
 
     /// The problem document, derived from the type that writes it.
     pub use crate::problem::ProblemBody as Problem;
+    /// The probes' answer, derived from the type they answer.
+    pub use crate::routes::health::Health;
 
     components!(
         Appointment,
@@ -101,7 +103,6 @@ pub mod schemas {
         DeliveryList,
         DisclosureList,
         Explanation,
-        Health,
         ListenerList,
         NewAppointment,
         NewPatient,

@@ -5,11 +5,20 @@ use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::json;
 
 use crate::document::{params, schemas};
 use crate::problem::ApiError;
 use crate::{AppState, OPENAPI_JSON};
+
+// The answer of both probes. Its schema is the document's `Health` component, derived from this type
+// (`//` comments: a `///` would become the schema's description).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    database: Option<&'static str>,
+}
 
 #[utoipa::path(
     get,
@@ -23,7 +32,7 @@ use crate::{AppState, OPENAPI_JSON};
     )
 )]
 pub async fn healthz() -> impl IntoResponse {
-    (StatusCode::OK, Json(json!({ "status": "ok" })))
+    (StatusCode::OK, Json(Health { status: "ok", database: None }))
 }
 
 #[utoipa::path(
@@ -40,7 +49,7 @@ pub async fn healthz() -> impl IntoResponse {
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
     if state.api.readiness.is_ready(&state.pool).await {
-        Ok((StatusCode::OK, Json(json!({ "status": "ok", "database": "ok" }))))
+        Ok((StatusCode::OK, Json(Health { status: "ok", database: Some("ok") })))
     } else {
         Err(ApiError::NotReady)
     }
