@@ -149,7 +149,7 @@ fn api() -> OpenApiRouter<AppState> {
 /// The OpenAPI document generated from the router's handlers (paths, methods, operation ids,
 /// summaries, descriptions, tags and public routes' security).
 pub fn generated_openapi() -> utoipa::openapi::OpenApi {
-    let mut document = api().into_openapi();
+    let mut document = API.1.clone();
     let anonymous = vec![utoipa::openapi::security::SecurityRequirement::default()];
     for item in document.paths.paths.values_mut() {
         let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
@@ -170,10 +170,16 @@ pub fn openapi_document() -> serde_json::Value {
     document::publish(&generated_openapi())
 }
 
+/// The routes and their document, built once per process: building them runs every handler's
+/// operation (its parameters, bodies and schemas), far more work than a request, and tests build a
+/// router per request.
+static API: LazyLock<(Router<AppState>, utoipa::openapi::OpenApi)> =
+    LazyLock::new(|| api().split_for_parts());
+
 /// Builds the router with its middleware.
 pub fn router(state: AppState) -> Router {
-    let (router, _document) = api().split_for_parts();
-    router
+    API.0
+        .clone()
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))
