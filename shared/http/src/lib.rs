@@ -10,14 +10,16 @@
 //! - Every query is scoped to the caller's workspace; another workspace's resource answers 404.
 //! - Every answer under `/v1/system/` and `/v1/webhooks/` is `nosniff` and `no-store`
 //!   ([`admin_headers`]).
-//! - [`ROUTES`] lists exactly the implemented routes; a test keeps it, the router and the OpenAPI
-//!   document in agreement.
+//! - A route is registered only with its OpenAPI operation (`utoipa_axum::routes!` over handlers
+//!   annotated `#[utoipa::path]`); [`ROUTES`] is read from that generated document, and a test keeps
+//!   it, the router and the published OpenAPI document in agreement.
 
 pub mod admin_headers;
 pub mod auth;
 pub mod config;
 pub mod correlation;
 pub mod cursor;
+pub mod document;
 pub mod idempotency;
 pub mod jwt;
 pub mod problem;
@@ -27,9 +29,12 @@ mod routes;
 pub mod unit_of_work;
 
 use axum::middleware::{from_fn, from_fn_with_state};
-use axum::routing::{get, post};
+use std::sync::LazyLock;
+
 use axum::Router;
 use deadpool_postgres::Pool;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use config::{ApiConfig, ApiSettings, AuthConfig, KeyArns, LambdaKeys, LocalKeys};
 use problem::ApiError;
@@ -41,147 +46,140 @@ pub struct AppState {
     pub api: ApiConfig,
 }
 
-/// Every implemented route as (method, path template), in OpenAPI spelling.
-pub const ROUTES: &[(&str, &str)] = &[
-    ("get", "/healthz"),
-    ("get", "/readyz"),
-    ("get", "/openapi.json"),
-    ("get", "/asyncapi.yaml"),
-    ("get", "/schemas/events/{type}/{version}"),
-    ("get", "/schemas/cloudevent/{version}"),
-    ("get", "/schemas/webhooks/{body}/{version}"),
-    ("post", "/v1/patients"),
-    ("get", "/v1/patients"),
-    ("get", "/v1/patients/{id}"),
-    ("patch", "/v1/patients/{id}"),
-    ("delete", "/v1/patients/{id}"),
-    ("get", "/v1/patients/{id}/timeline"),
-    ("get", "/v1/patients/{id}/disclosures"),
-    ("post", "/v1/practitioners"),
-    ("get", "/v1/practitioners"),
-    ("get", "/v1/practitioners/{id}"),
-    ("patch", "/v1/practitioners/{id}"),
-    ("get", "/v1/practitioners/{id}/timeline"),
-    ("post", "/v1/appointments"),
-    ("get", "/v1/appointments"),
-    ("get", "/v1/appointments/{id}"),
-    ("post", "/v1/appointments/{id}/reschedule"),
-    ("post", "/v1/appointments/{id}/cancel"),
-    ("post", "/v1/appointments/{id}/complete"),
-    ("get", "/v1/appointments/{id}/timeline"),
-    ("get", "/v1/notifications"),
-    ("get", "/v1/system/outbox"),
-    ("get", "/v1/system/outbox/unsettled"),
-    ("post", "/v1/system/outbox/{id}/retry"),
-    ("post", "/v1/system/outbox/{id}/replay"),
-    ("post", "/v1/system/outbox/{id}/discard"),
-    ("post", "/v1/system/outbox/bulk/retry"),
-    ("post", "/v1/system/outbox/bulk/replay"),
-    ("post", "/v1/system/outbox/bulk/discard"),
-    ("get", "/v1/system/events/{id}"),
-    ("get", "/v1/system/overview"),
-    ("get", "/v1/system/rejections"),
-    ("get", "/v1/system/listeners"),
-    ("post", "/v1/system/listeners/pause"),
-    ("post", "/v1/system/listeners/resume"),
-    ("get", "/console"),
-    ("get", "/console/console.js"),
-    ("get", "/console/console-core.js"),
-    ("get", "/console/console-explain.js"),
-    ("get", "/console/console-queues.js"),
-    ("get", "/console/console.css"),
-    ("get", "/v1/system/deliveries"),
-    ("post", "/v1/system/deliveries/{id}/retry"),
-    ("post", "/v1/system/deliveries/{id}/discard"),
-    ("post", "/v1/system/deliveries/bulk/retry"),
-    ("post", "/v1/system/deliveries/bulk/discard"),
-    ("post", "/v1/system/webhook-deliveries/{id}/retry"),
-    ("post", "/v1/system/webhook-deliveries/{id}/discard"),
-    ("post", "/v1/system/webhook-deliveries/bulk/retry"),
-    ("post", "/v1/system/webhook-deliveries/bulk/discard"),
-    ("post", "/v1/webhooks/endpoints"),
-    ("get", "/v1/webhooks/endpoints"),
-    ("get", "/v1/webhooks/endpoints/{id}"),
-    ("patch", "/v1/webhooks/endpoints/{id}"),
-    ("delete", "/v1/webhooks/endpoints/{id}"),
-    ("post", "/v1/webhooks/endpoints/{id}/rotate"),
-    ("post", "/v1/webhooks/endpoints/{id}/recover"),
-    ("get", "/v1/webhooks/endpoints/{id}/events"),
-    ("get", "/v1/webhooks/deliveries"),
-    ("get", "/v1/unsubscribe/{token}"),
-    ("post", "/v1/unsubscribe/{token}"),
-];
+/// Every implemented route as (method, path template), in OpenAPI spelling: read from the document
+/// the router generates ([`generated_openapi`]), so it cannot list a route the router lacks. The
+/// strings are leaked once per process (67 short ones) so that the table stays `&'static str` pairs.
+pub static ROUTES: LazyLock<Vec<(&'static str, &'static str)>> = LazyLock::new(|| {
+    let document = generated_openapi();
+    let mut routes = Vec::new();
+    for (path, item) in &document.paths.paths {
+        let path: &'static str = String::leak(path.clone());
+        let operations = [
+            ("get", &item.get),
+            ("put", &item.put),
+            ("post", &item.post),
+            ("delete", &item.delete),
+            ("patch", &item.patch),
+            ("head", &item.head),
+            ("options", &item.options),
+            ("trace", &item.trace),
+        ];
+        for (method, operation) in operations {
+            if operation.is_some() {
+                routes.push((method, path));
+            }
+        }
+    }
+    routes
+});
 
-/// The OpenAPI document served at `/openapi.json`.
+/// The OpenAPI document served at `/openapi.json`: the generated one ([`openapi_document`]), checked
+/// in; a test fails when it drifts, and `UPDATE_OPENAPI=1 cargo test -p clinic-http --test api --
+/// openapi` rewrites it.
 pub const OPENAPI_JSON: &str = include_str!("openapi.json");
 
-/// Builds the router with its middleware.
-pub fn router(state: AppState) -> Router {
+/// The routes and their operations' document from one list (STYLE.md pattern 27): each handler's
+/// `#[utoipa::path(…)]` names its method and path, and `routes!` registers it with the router and its
+/// operation with the document at once, so a route cannot exist without its document entry.
+fn api() -> OpenApiRouter<AppState> {
     use routes::{
         appointments, console, contract, deliveries, health, lists, notifications, outbox, patients,
         practitioners, recovery, timelines, unsubscribe, webhooks,
     };
-    Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/openapi.json", get(health::openapi))
-        .route("/asyncapi.yaml", get(contract::asyncapi))
-        .route("/schemas/events/{type}/{version}", get(contract::event_schema))
-        .route("/schemas/cloudevent/{version}", get(contract::cloudevent_schema))
-        .route("/schemas/webhooks/{body}/{version}", get(contract::webhook_body_schema))
-        .route("/v1/patients", post(patients::create).get(lists::search_patients))
-        .route("/v1/patients/{id}", get(patients::get_one).patch(patients::update).delete(patients::delete))
-        .route("/v1/patients/{id}/timeline", get(timelines::patient))
-        .route("/v1/patients/{id}/disclosures", get(routes::disclosures::list))
-        .route("/v1/practitioners", post(practitioners::create).get(lists::practitioners))
-        .route("/v1/practitioners/{id}", get(practitioners::get_one).patch(practitioners::update))
-        .route("/v1/practitioners/{id}/timeline", get(timelines::practitioner))
-        .route("/v1/appointments", post(appointments::create).get(lists::schedule))
-        .route("/v1/appointments/{id}", get(appointments::get_one))
-        .route("/v1/appointments/{id}/reschedule", post(appointments::reschedule))
-        .route("/v1/appointments/{id}/cancel", post(appointments::cancel))
-        .route("/v1/appointments/{id}/complete", post(appointments::complete))
-        .route("/v1/appointments/{id}/timeline", get(timelines::appointment))
-        .route("/v1/notifications", get(notifications::list))
-        .route("/v1/system/outbox", get(outbox::list))
-        .route("/v1/system/outbox/unsettled", get(outbox::unsettled))
-        .route("/v1/system/outbox/{id}/retry", post(outbox::retry))
-        .route("/v1/system/outbox/{id}/replay", post(outbox::replay))
-        .route("/v1/system/outbox/{id}/discard", post(outbox::discard))
-        .route("/v1/system/outbox/bulk/retry", post(recovery::bulk_retry))
-        .route("/v1/system/outbox/bulk/replay", post(recovery::bulk_replay))
-        .route("/v1/system/outbox/bulk/discard", post(recovery::bulk_discard))
-        .route("/v1/system/events/{id}", get(recovery::explain))
-        .route("/v1/system/overview", get(recovery::overview))
-        .route("/v1/system/rejections", get(routes::rejections::list))
-        .route("/v1/system/listeners", get(recovery::listener_list))
-        .route("/v1/system/listeners/pause", post(recovery::pause_listener))
-        .route("/v1/system/listeners/resume", post(recovery::resume_listener))
-        .route("/console", get(console::page))
-        .route("/console/console.js", get(console::script))
-        .route("/console/console-core.js", get(console::core))
-        .route("/console/console-explain.js", get(console::explain))
-        .route("/console/console-queues.js", get(console::queues))
-        .route("/console/console.css", get(console::style))
-        .route("/v1/system/deliveries", get(deliveries::list))
-        .route("/v1/system/deliveries/{id}/retry", post(deliveries::retry))
-        .route("/v1/system/deliveries/{id}/discard", post(deliveries::discard))
-        .route("/v1/system/deliveries/bulk/retry", post(deliveries::bulk_retry))
-        .route("/v1/system/deliveries/bulk/discard", post(deliveries::bulk_discard))
-        .route("/v1/system/webhook-deliveries/{id}/retry", post(webhooks::retry_delivery))
-        .route("/v1/system/webhook-deliveries/{id}/discard", post(webhooks::discard_delivery))
-        .route("/v1/system/webhook-deliveries/bulk/retry", post(webhooks::bulk_retry))
-        .route("/v1/system/webhook-deliveries/bulk/discard", post(webhooks::bulk_discard))
-        .route("/v1/webhooks/endpoints", post(webhooks::create).get(webhooks::list))
-        .route(
-            "/v1/webhooks/endpoints/{id}",
-            get(webhooks::get_one).patch(webhooks::update).delete(webhooks::delete),
-        )
-        .route("/v1/webhooks/endpoints/{id}/rotate", post(webhooks::rotate))
-        .route("/v1/webhooks/endpoints/{id}/recover", post(webhooks::recover))
-        .route("/v1/webhooks/endpoints/{id}/events", get(webhooks::replay))
-        .route("/v1/webhooks/deliveries", get(webhooks::deliveries))
-        .route("/v1/unsubscribe/{token}", get(unsubscribe::confirm_page).post(unsubscribe::one_click))
+    OpenApiRouter::new()
+        .routes(routes!(health::healthz))
+        .routes(routes!(health::readyz))
+        .routes(routes!(health::openapi))
+        .routes(routes!(contract::asyncapi))
+        .routes(routes!(contract::event_schema))
+        .routes(routes!(contract::cloudevent_schema))
+        .routes(routes!(contract::webhook_body_schema))
+        .routes(routes!(patients::create, lists::search_patients))
+        .routes(routes!(patients::get_one, patients::update, patients::delete))
+        .routes(routes!(timelines::patient))
+        .routes(routes!(routes::disclosures::list))
+        .routes(routes!(practitioners::create, lists::practitioners))
+        .routes(routes!(practitioners::get_one, practitioners::update))
+        .routes(routes!(timelines::practitioner))
+        .routes(routes!(appointments::create, lists::schedule))
+        .routes(routes!(appointments::get_one))
+        .routes(routes!(appointments::reschedule))
+        .routes(routes!(appointments::cancel))
+        .routes(routes!(appointments::complete))
+        .routes(routes!(timelines::appointment))
+        .routes(routes!(notifications::list))
+        .routes(routes!(outbox::list))
+        .routes(routes!(outbox::unsettled))
+        .routes(routes!(outbox::retry))
+        .routes(routes!(outbox::replay))
+        .routes(routes!(outbox::discard))
+        .routes(routes!(recovery::bulk_retry))
+        .routes(routes!(recovery::bulk_replay))
+        .routes(routes!(recovery::bulk_discard))
+        .routes(routes!(recovery::explain))
+        .routes(routes!(recovery::overview))
+        .routes(routes!(routes::rejections::list))
+        .routes(routes!(recovery::listener_list))
+        .routes(routes!(recovery::pause_listener))
+        .routes(routes!(recovery::resume_listener))
+        .routes(routes!(console::page))
+        .routes(routes!(console::script))
+        .routes(routes!(console::core))
+        .routes(routes!(console::explain))
+        .routes(routes!(console::queues))
+        .routes(routes!(console::style))
+        .routes(routes!(deliveries::list))
+        .routes(routes!(deliveries::retry))
+        .routes(routes!(deliveries::discard))
+        .routes(routes!(deliveries::bulk_retry))
+        .routes(routes!(deliveries::bulk_discard))
+        .routes(routes!(webhooks::retry_delivery))
+        .routes(routes!(webhooks::discard_delivery))
+        .routes(routes!(webhooks::bulk_retry))
+        .routes(routes!(webhooks::bulk_discard))
+        .routes(routes!(webhooks::create, webhooks::list))
+        .routes(routes!(webhooks::get_one, webhooks::update, webhooks::delete))
+        .routes(routes!(webhooks::rotate))
+        .routes(routes!(webhooks::recover))
+        .routes(routes!(webhooks::replay))
+        .routes(routes!(webhooks::deliveries))
+        .routes(routes!(unsubscribe::confirm_page, unsubscribe::one_click))
+}
+
+/// The OpenAPI document generated from the router's handlers (paths, methods, operation ids,
+/// summaries, descriptions, tags and public routes' security).
+pub fn generated_openapi() -> utoipa::openapi::OpenApi {
+    let mut document = API.1.clone();
+    let anonymous = vec![utoipa::openapi::security::SecurityRequirement::default()];
+    for item in document.paths.paths.values_mut() {
+        let operations = [&mut item.get, &mut item.put, &mut item.post, &mut item.delete, &mut item.patch];
+        for operation in operations.into_iter().flatten() {
+            // `security(())` spells "no token needed" as one empty requirement; the published
+            // document says it as no requirement at all (the same meaning, the shorter spelling).
+            if operation.security.as_ref() == Some(&anonymous) {
+                operation.security = Some(Vec::new());
+            }
+        }
+    }
+    document
+}
+
+/// The generated document as published: [`generated_openapi`] with the components
+/// ([`document::publish`]).
+pub fn openapi_document() -> serde_json::Value {
+    document::publish(&generated_openapi())
+}
+
+/// The routes and their document, built once per process: building them runs every handler's
+/// operation (its parameters, bodies and schemas), far more work than a request, and tests build a
+/// router per request.
+static API: LazyLock<(Router<AppState>, utoipa::openapi::OpenApi)> =
+    LazyLock::new(|| api().split_for_parts());
+
+/// Builds the router with its middleware.
+pub fn router(state: AppState) -> Router {
+    API.0
+        .clone()
         .fallback(|| async { ApiError::NoRoute })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(from_fn(problem::problem_for_bare_errors))

@@ -6,7 +6,6 @@
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
 
 use clinic_core::domain::input::FieldError;
 use clinic_core::error::DomainError;
@@ -257,17 +256,32 @@ impl IntoResponse for ApiError {
     }
 }
 
+// The body of every error answer (RFC 9457). Its schema is the OpenAPI document's `Problem`
+// component, derived from this type (`//` comments: a `///` would become the schema's description).
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Problem)]
+pub struct ProblemBody {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'static str,
+    #[schema(schema_with = crate::document::integer)]
+    status: u16,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    field: Option<String>,
+}
+
 fn problem_response(problem: Problem) -> Response {
-    let mut body = json!({
-        "type": format!("urn:clinic:problem:{}", problem.slug),
-        "title": problem.title,
-        "status": problem.status.as_u16(),
-        "detail": problem.detail,
-    });
-    if let Some(field) = problem.field {
-        body["field"] = json!(field);
-    }
-    let mut response = (problem.status, body.to_string()).into_response();
+    let body = ProblemBody {
+        kind: format!("urn:clinic:problem:{}", problem.slug),
+        title: problem.title,
+        status: problem.status.as_u16(),
+        detail: problem.detail,
+        field: problem.field,
+    };
+    let body = serde_json::to_string(&body).expect("a problem serialises");
+    let mut response = (problem.status, body).into_response();
     response
         .headers_mut()
         .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/problem+json"));

@@ -11,6 +11,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -56,6 +57,20 @@ fn changed<E>((appointment, _): (Appointment, E)) -> Appointment {
     appointment
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments",
+    operation_id = "bookAppointment",
+    summary = "Book an appointment",
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewAppointment),
+    responses(
+        (status = 201, description = "Created", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Double booking, or the practitioner is inactive (urn:clinic:problem:practitioner-inactive)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewAppointment::try_from(request.json()?)?;
@@ -66,6 +81,18 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/appointments/{id}",
+    operation_id = "getAppointment",
+    summary = "Read an appointment",
+    params(params::PathId, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -85,6 +112,20 @@ pub async fn get_one(
     Ok(Json(appointment).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/reschedule",
+    operation_id = "rescheduleAppointment",
+    summary = "Reschedule",
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::Reschedule),
+    responses(
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, double booking, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;
@@ -98,6 +139,20 @@ pub async fn reschedule(Path(id): Path<String>, request: Mutation) -> Result<Res
 
 /// Staff cancel any appointment of their workspace; a patient only their own (the ownership is part
 /// of the locking query, so no other patient's row is locked or revealed).
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/cancel",
+    operation_id = "cancelAppointment",
+    summary = "Cancel",
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
+    request_body(content = ref("#/components/schemas/Cancel")),
+    responses(
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id = path_id(&id)?;
     let command = Cancel::try_from(request.json()?)?;
@@ -109,6 +164,20 @@ pub async fn cancel(Path(id): Path<String>, request: Mutation) -> Result<Respons
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/appointments/{id}/complete",
+    operation_id = "completeAppointment",
+    summary = "Complete",
+    params(params::PathId, params::IdempotencyKey, params::CorrelationId),
+    request_body(content = ref("#/components/schemas/Complete")),
+    responses(
+        (status = 200, description = "OK", body = schemas::Appointment),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch, not booked, or the patient is deleted (patient-deleted)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn complete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id = path_id(&id)?;

@@ -6,6 +6,7 @@
 //! Every asset answers `Content-Security-Policy: default-src 'self'` (no inline script or style, no
 //! other origin), `X-Content-Type-Options: nosniff` and `Cache-Control: no-store`.
 
+use crate::document::params;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
@@ -32,26 +33,92 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
         .into_response()
 }
 
+#[utoipa::path(
+    get,
+    path = "/console",
+    operation_id = "consolePage",
+    summary = "The operators' web console page (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/html")
+    )
+)]
 pub async fn page() -> Response {
     asset("text/html; charset=utf-8", PAGE)
 }
 
+#[utoipa::path(
+    get,
+    path = "/console/console.js",
+    operation_id = "consoleScript",
+    summary = "The console's script (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
+)]
 pub async fn script() -> Response {
     asset("text/javascript; charset=utf-8", SCRIPT)
 }
 
+#[utoipa::path(
+    get,
+    path = "/console/console-core.js",
+    operation_id = "consoleScriptCore",
+    summary = "The console's script: shared helpers: the API call, rendering, times (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
+)]
 pub async fn core() -> Response {
     asset("text/javascript; charset=utf-8", CORE)
 }
 
+#[utoipa::path(
+    get,
+    path = "/console/console-explain.js",
+    operation_id = "consoleScriptExplain",
+    summary = "The console's script: the explain view (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
+)]
 pub async fn explain() -> Response {
     asset("text/javascript; charset=utf-8", EXPLAIN)
 }
 
+#[utoipa::path(
+    get,
+    path = "/console/console-queues.js",
+    operation_id = "consoleScriptQueues",
+    summary = "The console's script: the queue views and their actions (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/javascript")
+    )
+)]
 pub async fn queues() -> Response {
     asset("text/javascript; charset=utf-8", QUEUES)
 }
 
+#[utoipa::path(
+    get,
+    path = "/console/console.css",
+    operation_id = "consoleStyle",
+    summary = "The console's stylesheet (no token needed: it holds no data)",
+    security(()),
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The asset, with Content-Security-Policy: default-src 'self'", body = String, content_type = "text/css")
+    )
+)]
 pub async fn style() -> Response {
     asset("text/css; charset=utf-8", STYLE)
 }

@@ -12,6 +12,7 @@ use axum::response::Response;
 use super::path_id;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::db::sql;
@@ -21,6 +22,19 @@ use clinic_core::ids::{DisclosureId, PatientId};
 /// Any patient row of the workspace, deleted or not.
 const PATIENT_EVER_EXISTED: &str = "SELECT 1 FROM patients WHERE workspace_id = $1 AND id = $2";
 
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}/disclosures",
+    operation_id = "patientDisclosures",
+    summary = "A patient's accounting of disclosures (admin), newest first",
+    description = "Every read of the patient's personal fields: API reads and answers that carry them, and listener reloads. Ids and codes only. A deleted (erased) patient keeps its accounting.",
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::DisclosureList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

@@ -19,6 +19,7 @@ use axum::response::Response;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::{self, PageRequest};
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::appointments::schedule::{self, Schedule};
@@ -85,6 +86,21 @@ async fn read_disclosed<T>(
 }
 
 /// `GET /v1/appointments?from=&to=&practitionerId=&patientId=&status=&limit=&cursor=`.
+#[utoipa::path(
+    get,
+    path = "/v1/appointments",
+    operation_id = "listAppointments",
+    summary = "The schedule view: appointments starting in [from, to), ordered by startsAt then id",
+    description = "Keyset-paged by (startsAt, id). The window is required and at most 31 days long. A patient token sees only its own appointments (another patientId answers an empty page). Each listed appointment's patient is recorded as a disclosure (purpose `GET /v1/appointments`): answers carry `reason`, which is health data.",
+    params(params::WindowFrom, params::WindowTo, params::PractitionerId, params::PatientId, params::AppointmentStatus, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::AppointmentList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Workspace not provisioned", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn schedule(
     State(state): State<AppState>,
     caller: Caller,
@@ -126,6 +142,19 @@ pub async fn schedule(
 }
 
 /// `GET /v1/patients?q=&dateOfBirth=&limit=&cursor=`: staff and admin only.
+#[utoipa::path(
+    get,
+    path = "/v1/patients",
+    operation_id = "searchPatients",
+    summary = "Patient search: a case-insensitive prefix of the family or given name",
+    description = "Staff and admin only. Ordered by the matched name (the family name when it matches, else the given name), then id; keyset-paged. Deleted patients never appear. Each listed patient is recorded as a disclosure (purpose `GET /v1/patients`).",
+    params(params::Q, params::DateOfBirth, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::PatientList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn search_patients(
     State(state): State<AppState>,
     caller: Caller,
@@ -158,6 +187,19 @@ pub async fn search_patients(
 }
 
 /// `GET /v1/practitioners?active=&limit=&cursor=`: staff and admin only.
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners",
+    operation_id = "listPractitioners",
+    summary = "The workspace's practitioners, oldest first",
+    description = "Staff and admin only; keyset-paged by id. `active` narrows to active or inactive practitioners.",
+    params(params::Active, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::PractitionerList),
+        (status = 400, description = "Invalid parameter (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn practitioners(
     State(state): State<AppState>,
     caller: Caller,

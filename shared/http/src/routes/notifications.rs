@@ -7,10 +7,22 @@ use axum::response::Response;
 
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::ids::NotificationId;
 
+#[utoipa::path(
+    get,
+    path = "/v1/notifications",
+    operation_id = "listNotifications",
+    summary = "The workspace's delivery log, newest first (ids only)",
+    params(params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::NotificationList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

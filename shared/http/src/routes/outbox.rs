@@ -28,6 +28,7 @@ use super::acted;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
@@ -35,6 +36,17 @@ use clinic_core::ids::EventId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{self, Outbox, OutboxFilter};
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/outbox",
+    operation_id = "listOutbox",
+    summary = "Outbox rows of the workspace, newest first (admin only)",
+    params(params::OutboxStatus, params::EventType, params::OlderThan, params::RoutedListener, params::ErrorCode, params::CreatedFrom, params::CreatedTo, params::ResourceId, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::OutboxList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,
@@ -52,6 +64,17 @@ pub async fn list(
     Ok(page.answer(&state.api.cursor_key, &scope, &items, |item| item.event_id.ulid()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/outbox/unsettled",
+    operation_id = "listUnsettledStarts",
+    summary = "Listener starts of the workspace still missing their receipt, handed to operators by the custody reconciler (admin only)",
+    params(params::All, params::PairLimit, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::UnsettledList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn unsettled(
     State(state): State<AppState>,
     caller: Caller,
@@ -83,14 +106,66 @@ pub async fn unsettled(
     Ok(Json(json!({ "items": items })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/retry",
+    operation_id = "retryOutboxEvent",
+    summary = "Make a dead or retry row due now, same event id, with a fresh attempt budget (admin only)",
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/replay",
+    operation_id = "replayOutboxEvent",
+    summary = "Start a dispatched event's listeners again under the same event id (admin only)",
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorActionRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Replay).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/{id}/discard",
+    operation_id = "discardOutboxEvent",
+    summary = "Discard a dead row (admin only)",
+    params(params::OutboxEventId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<Outbox>(id, request, ActionKind::Discard).await
 }

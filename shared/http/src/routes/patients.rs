@@ -10,6 +10,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -61,6 +62,19 @@ impl Answer for Deleted {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/patients",
+    operation_id = "createPatient",
+    summary = "Create a patient",
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewPatient),
+    responses(
+        (status = 201, description = "Created", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
+    )
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewPatient::try_from(request.json()?)?;
@@ -69,6 +83,18 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}",
+    operation_id = "getPatient",
+    summary = "Read a patient",
+    params(params::PathId, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -90,6 +116,21 @@ pub async fn get_one(
 /// Staff change any field; a patient's own token changes only their contact preferences
 /// ([`patients::CONTACT_PREFERENCE_FIELDS`]; any other field answers 403, another patient 404). Either
 /// way the change is one `patient.updated` event naming the changed fields, with the caller as actor.
+#[utoipa::path(
+    patch,
+    path = "/v1/patients/{id}",
+    operation_id = "updatePatient",
+    summary = "Update a patient",
+    description = "Staff change any field. A patient's own token changes only its contact preferences (contactChannels, contactOptOuts, timeZone): any other field answers 403, another patient's id 404. Each change is one patient.updated event naming the changed fields only.",
+    params(params::PathId, params::CorrelationId),
+    request_body(content = schemas::PatientChanges),
+    responses(
+        (status = 200, description = "OK", body = schemas::Patient),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable,
+        (status = 409, description = "Version mismatch", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     let id: PatientId = path_id(&id)?;
     let own = request.caller.patient();
@@ -105,6 +146,18 @@ pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Respons
         .await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/patients/{id}",
+    operation_id = "deletePatient",
+    summary = "Delete a patient (cancels future appointments through a listener)",
+    params(params::PathId, params::CorrelationId),
+    responses(
+        (status = 204, description = "Deleted"),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id: PatientId = path_id(&id)?;

@@ -7,6 +7,7 @@ use axum::Json;
 
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -32,6 +33,19 @@ impl Answer for Practitioner {
     }
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/practitioners",
+    operation_id = "createPractitioner",
+    summary = "Create a practitioner",
+    params(params::IdempotencyKey, params::CorrelationId),
+    request_body(content = schemas::NewPractitioner),
+    responses(
+        (status = 201, description = "Created", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
+    )
+)]
 pub async fn create(request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let command = NewPractitioner::try_from(request.json()?)?;
@@ -40,6 +54,18 @@ pub async fn create(request: Mutation) -> Result<Response, ApiError> {
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners/{id}",
+    operation_id = "getPractitioner",
+    summary = "Read a practitioner",
+    params(params::PathId, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     caller: Caller,
@@ -54,6 +80,21 @@ pub async fn get_one(
 }
 
 /// `PATCH /v1/practitioners/{id}`: display name, specialty, active flag; optional `expectedVersion`.
+#[utoipa::path(
+    patch,
+    path = "/v1/practitioners/{id}",
+    operation_id = "updatePractitioner",
+    summary = "Change a practitioner's display name, specialty or active flag",
+    description = "Staff and admin only. Emits `practitioner.updated`. An inactive practitioner keeps its appointments but cannot be booked (409 `urn:clinic:problem:practitioner-inactive`).",
+    params(params::PathId, params::CorrelationId),
+    request_body(content = schemas::PractitionerChanges),
+    responses(
+        (status = 200, description = "OK", body = schemas::Practitioner),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        (status = 409, description = "Version mismatch", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson, problems::Invalid, problems::Unavailable
+    )
+)]
 pub async fn update(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_staff()?;
     let id: PractitionerId = path_id(&id)?;

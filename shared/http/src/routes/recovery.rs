@@ -29,6 +29,7 @@ use serde_json::{json, Value};
 use super::acted::{self, operator_of, Acted, DiscardAll, ReplayAll, RetryAll};
 use super::path_id;
 use crate::auth::Caller;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
@@ -39,6 +40,19 @@ use clinic_core::ids::{EventId, WorkspaceId};
 use clinic_core::listeners::{listeners, Listener};
 use clinic_core::operator::{self, pause, Outbox, Reason};
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/events/{id}",
+    operation_id = "explainEvent",
+    summary = "Explain an event end to end, ids and codes only (admin only)",
+    params(params::ExplainedEventId, params::CorrelationId),
+    responses(
+        (status = 200, description = "The event's whole path as sections", body = schemas::Explanation),
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such event (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn explain(
     State(state): State<AppState>,
     caller: Caller,
@@ -71,6 +85,17 @@ struct WorkspaceRef {
     name: Option<String>,
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/overview",
+    operation_id = "operatorOverview",
+    summary = "Counts by status, oldest ages, dead rows by error code, paused listeners (admin only)",
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The overview", body = schemas::Overview),
+        problems::Unauthorized, problems::Forbidden
+    )
+)]
 pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -81,18 +106,75 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     Ok(Json(OverviewAnswer { overview, workspace, outbox_max_attempts }).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/retry",
+    operation_id = "bulkRetryOutbox",
+    summary = "Retry every dead or retry row matching a filter (admin only); dryRun answers the count and a sample",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, RetryAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/replay",
+    operation_id = "bulkReplayOutbox",
+    summary = "Replay every dispatched row matching a filter (optionally only named listeners) (admin only); dryRun answers the count and a sample",
+    description = "A replay whose named listeners are all unknown to this build answers 409 `urn:clinic:problem:unknown-listeners` naming them (field `listeners`); naming some known and some unknown listeners answers 422 on `listeners` naming the unknown ones, and nothing is replayed.",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkReplayRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, ReplayAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/outbox/bulk/discard",
+    operation_id = "bulkDiscardOutbox",
+    summary = "Discard every dead row matching a filter (admin only); dryRun answers the count and a sample",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::BulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<Outbox, DiscardAll>(state, request).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/listeners",
+    operation_id = "listListeners",
+    summary = "Every listener with its event types and pause state (admin only)",
+    params(params::CorrelationId),
+    responses(
+        (status = 200, description = "The listeners", body = schemas::ListenerList),
+        problems::Unauthorized, problems::Forbidden
+    )
+)]
 pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -140,10 +222,40 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/listeners/pause",
+    operation_id = "pauseListener",
+    summary = "Pause a listener in the caller's workspace: its starts are held, durably (admin only)",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::PauseRequest),
+    responses(
+        (status = 200, description = "The audited action", body = schemas::PauseRecord),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, false).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/listeners/resume",
+    operation_id = "resumeListener",
+    summary = "Resume a listener and release what it held, in event order (admin only)",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::PauseRequest),
+    responses(
+        (status = 200, description = "The audited action", body = schemas::PauseRecord),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {
     pause_act(request, true).await
 }

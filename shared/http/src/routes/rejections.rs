@@ -12,12 +12,24 @@ use axum::response::Response;
 use super::bad;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::ids::{EventId, RejectionId};
 use clinic_core::listeners::rejections::{self, RejectionFilter};
 use clinic_core::listeners::Rejection;
 
+#[utoipa::path(
+    get,
+    path = "/v1/system/rejections",
+    operation_id = "listRejections",
+    summary = "Recorded listener rejections of the workspace, newest first (admin only; ids and codes only)",
+    params(params::RejectedEventId, params::Reason, params::RejectionLimit, params::RejectionCursor, params::CorrelationIdPlain),
+    responses(
+        (status = 200, description = "OK", body = schemas::RejectionList),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::Unavailable
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     caller: Caller,

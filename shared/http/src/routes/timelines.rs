@@ -12,6 +12,7 @@ use ulid::Ulid;
 use super::path_id;
 use crate::auth::Caller;
 use crate::cursor::PageRequest;
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::AppState;
 use clinic_core::error::DomainError;
@@ -39,6 +40,18 @@ async fn timeline(
     Ok(page.answer(&state.api.cursor_key, &scope, &events, |event| event.id.ulid()))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/patients/{id}/timeline",
+    operation_id = "patientTimeline",
+    summary = "A patient's events, newest first",
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn patient(
     State(state): State<AppState>,
     caller: Caller,
@@ -48,6 +61,18 @@ pub async fn patient(
     timeline(state, caller, ResourceType::Patient, id, query).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/practitioners/{id}/timeline",
+    operation_id = "practitionerTimeline",
+    summary = "A practitioner's events, newest first",
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn practitioner(
     State(state): State<AppState>,
     caller: Caller,
@@ -57,6 +82,18 @@ pub async fn practitioner(
     timeline(state, caller, ResourceType::Practitioner, id, query).await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/appointments/{id}/timeline",
+    operation_id = "appointmentTimeline",
+    summary = "An appointment's events, newest first",
+    params(params::PathId, params::Limit, params::Cursor, params::CorrelationId),
+    responses(
+        (status = 200, description = "OK", body = schemas::Timeline),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden, problems::NotFound,
+        problems::Unavailable
+    )
+)]
 pub async fn appointment(
     State(state): State<AppState>,
     caller: Caller,

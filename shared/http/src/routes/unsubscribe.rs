@@ -27,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use super::super::problem::ApiError;
 use super::super::request::{read_bytes, RequestIds};
 use super::super::AppState;
+use crate::document::{params, schemas};
 use clinic_core::context::Ctx;
 use clinic_core::delivery::unsubscribe::{Claims, TokenError};
 use clinic_core::domain::contact::MessageKind;
@@ -80,6 +81,18 @@ fn page(title: &str, body: &str) -> Response {
 
 /// `GET /v1/unsubscribe/{token}`: a page whose button POSTs the one-click body to the same address.
 /// Writes nothing.
+#[utoipa::path(
+    get,
+    path = "/v1/unsubscribe/{token}",
+    operation_id = "unsubscribePage",
+    summary = "One-click unsubscribe link of an email (RFC 8058), opened in a browser: a page whose button POSTs the one-click body; writes nothing (mail scanners follow links)",
+    security(()),
+    params(params::TokenInPath, params::CorrelationId),
+    responses(
+        (status = 200, description = "A page asking to confirm, with a button that POSTs List-Unsubscribe=One-Click to the same address", body = String, content_type = "text/html"),
+        (status = 400, description = "The token is not one this service issued, or has expired (field token); nothing is written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn confirm_page(
     State(state): State<AppState>,
     Path(token): Path<String>,
@@ -116,6 +129,21 @@ fn is_one_click(headers: &HeaderMap, body: &[u8]) -> bool {
 
 /// `POST /v1/unsubscribe/{token}`: opts the token's patient out of its kind; 200 whether it was
 /// recorded now, before, or the patient is gone.
+#[utoipa::path(
+    post,
+    path = "/v1/unsubscribe/{token}",
+    operation_id = "unsubscribeOneClick",
+    summary = "RFC 8058 one-click unsubscribe: opts the token's patient out of the token's kind of message (contactOptOuts); one patient.updated event by the patient; repeating it changes nothing",
+    description = "No login: the token is the only credential. Answers 200 whether the opt-out was recorded now, before, or the patient no longer exists (the answer tells nothing about the patient). Rate: the stage's throttling applies (docs/delivery.md).",
+    security(()),
+    params(params::TokenInPath, params::CorrelationId),
+    request_body(content = inline(schemas::OneClickForm), content_type = "application/x-www-form-urlencoded"),
+    responses(
+        (status = 200, description = "Unsubscribed (or already, or no such patient: the same answer)", body = String, content_type = "text/html"),
+        (status = 400, description = "The token is not one this service issued, or has expired (field token); nothing is written; or the body is not List-Unsubscribe=One-Click (field List-Unsubscribe)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 413, description = "The request body exceeds 64 KiB", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn one_click(
     State(state): State<AppState>,
     ids: RequestIds,

@@ -31,6 +31,9 @@
 //! or rotate answers the endpoint as it is now **without** `secret` (the secret was shown once; a
 //! client that lost that answer rotates), a replay of recover answers `since` and `recovered` as
 //! `null` (the count is not stored), and a replay of delete answers 204 again.
+//!
+//! Over 500 lines: thirteen handlers, each with its `#[utoipa::path]` operation (a third of the
+//! file), so the published document of a route stays next to the route.
 
 use std::collections::HashMap;
 
@@ -43,6 +46,7 @@ use serde_json::{json, Value};
 use super::acted::{self, DiscardAll, RetryAll};
 use super::{bad, path_id};
 use crate::auth::{Caller, IntegrationReader};
+use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
@@ -162,6 +166,21 @@ fn sealing_key(state: &AppState) -> Result<clinic_core::webhooks::secret_box::We
     })
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints",
+    operation_id = "createWebhookEndpoint",
+    summary = "Register a webhook endpoint; the answer shows its signing secret once (admin only)",
+    tag = "webhooks",
+    params(params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::NewWebhookEndpoint),
+    responses(
+        (status = 201, description = "Created", body = inline(schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        problems::Unauthorized, problems::AdminOnly, problems::BadRequest, problems::TooLarge,
+        problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let new = NewEndpoint::try_from(&request.json()?)?;
@@ -175,6 +194,18 @@ pub async fn create(State(state): State<AppState>, request: Mutation) -> Result<
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints",
+    operation_id = "listWebhookEndpoints",
+    summary = "The workspace's webhook endpoints (admin only)",
+    tag = "webhooks",
+    params(params::CorrelationIdPlain),
+    responses(
+        (status = 200, description = "The endpoints", body = schemas::WebhookEndpointList),
+        problems::Unauthorized, problems::AdminOnly
+    )
+)]
 pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Response, ApiError> {
     caller.require_admin()?;
     let conn = state.pool.get().await?;
@@ -182,6 +213,22 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "getWebhookEndpoint",
+    summary = "One webhook endpoint (admin, or a partner's read-only integration token)",
+    description = "Readable with the `integration` role (a token claim `role: integration`): that role may call only this route and the replay route (`/events`); every other route answers it 403.",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::CorrelationIdPlain),
+    responses(
+        (status = 200, description = "The endpoint", body = schemas::WebhookEndpoint),
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Role not allowed (admin or integration only)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn get_one(
     State(state): State<AppState>,
     IntegrationReader(caller): IntegrationReader,
@@ -192,6 +239,22 @@ pub async fn get_one(
     Ok(Json(endpoints::get(&conn, caller.workspace_id, id).await?).into_response())
 }
 
+#[utoipa::path(
+    patch,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "updateWebhookEndpoint",
+    summary = "Change url, description, event types or enabled (admin only)",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::WebhookEndpointChange),
+    responses(
+        (status = 200, description = "The endpoint", body = schemas::WebhookEndpoint),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn update(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -212,6 +275,21 @@ pub async fn update(
         .await
 }
 
+#[utoipa::path(
+    delete,
+    path = "/v1/webhooks/endpoints/{id}",
+    operation_id = "deleteWebhookEndpoint",
+    summary = "Delete an endpoint with its deliveries (the audit keeps its history; admin only)",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Malformed id", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 422, description = "An Idempotency-Key used before with another request; nothing was written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let id: WebhookEndpointId = path_id(&id)?;
@@ -232,6 +310,22 @@ fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Va
     Ok(map)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints/{id}/rotate",
+    operation_id = "rotateWebhookSecret",
+    summary = "New signing secret; the previous one keeps signing for overlapHours (admin only)",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = ref("#/components/schemas/WebhookRotateRequest")),
+    responses(
+        (status = 200, description = "The endpoint and its new secret", body = inline(schemas::EndpointWithSecretOrNot), content_type = "application/json"),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn rotate(
     State(state): State<AppState>,
     Path(id): Path<String>,
@@ -257,6 +351,22 @@ pub async fn rotate(
         .await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/webhooks/endpoints/{id}/recover",
+    operation_id = "recoverWebhookDeliveries",
+    summary = "Send again every failed delivery created since a time (same webhook-id; admin only)",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::IdempotencyKeyWebhook, params::CorrelationIdPlain),
+    request_body(content = schemas::WebhookRecoverRequest),
+    responses(
+        (status = 200, description = "How many deliveries are pending again", body = schemas::WebhookRecovered),
+        problems::Unauthorized, problems::AdminOnly,
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::BadRequest, problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (named in the problem document); nothing was written", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     let map = object_of(&request.json()?, &["since"])?;
@@ -279,6 +389,19 @@ pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Respon
         .await
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/deliveries",
+    operation_id = "listWebhookDeliveries",
+    summary = "The workspace's webhook deliveries, newest first (ids and codes only; admin only); selected by the bulk actions' filter fields and by event",
+    tag = "webhooks",
+    params(params::EndpointId, params::WebhookEventId, params::WebhookDeliveryStatus, params::WebhookEventType, params::LastErrorCode, params::Age, params::OnlyFrom, params::OnlyTo, params::WebhookLimit, params::CorrelationIdPlain),
+    responses(
+        (status = 200, description = "The deliveries", body = schemas::WebhookDeliveryList),
+        (status = 400, description = "Invalid parameter", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized, problems::AdminOnly
+    )
+)]
 pub async fn deliveries(
     State(state): State<AppState>,
     caller: Caller,
@@ -311,18 +434,82 @@ pub async fn deliveries(
     Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/{id}/retry",
+    operation_id = "retryWebhookDelivery",
+    summary = "Send a failed or retrying webhook delivery again now, with a fresh attempt budget and the same webhook-id (admin only)",
+    params(params::WebhookDeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Retry).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/{id}/discard",
+    operation_id = "discardWebhookDelivery",
+    summary = "Discard a failed or retrying webhook delivery for good (admin only)",
+    params(params::WebhookDeliveryId, params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::OperatorReasonRequest),
+    responses(
+        (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unavailable
+    )
+)]
 pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     acted::act::<WebhookDeliveries>(id, request, ActionKind::Discard).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/bulk/retry",
+    operation_id = "bulkRetryWebhookDeliveries",
+    summary = "Retry every failed or retrying webhook delivery matching a filter, each with a fresh attempt budget (admin only); dryRun answers the count and a sample",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::WebhookDeliveryBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, RetryAll>(state, request).await
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/system/webhook-deliveries/bulk/discard",
+    operation_id = "bulkDiscardWebhookDeliveries",
+    summary = "Discard every failed or retrying webhook delivery matching a filter (admin only); dryRun answers the count and a sample",
+    params(params::IdempotencyKeyOperator, params::CorrelationId),
+    request_body(content = schemas::WebhookDeliveryBulkRequest),
+    responses(
+        (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
+        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
+        (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::TooLarge, problems::NotJson,
+        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
     acted::bulk::<WebhookDeliveries, DiscardAll>(state, request).await
 }
@@ -334,6 +521,22 @@ const MAX_REPLAY: i64 = 100;
 /// `integration`). `after` is 0 or more (default 0), `limit` 1–100 (default 100); anything else
 /// answers 400 naming the parameter. `nextAfter` is the last number answered when the page is full
 /// (ask again with it), else `null`.
+#[utoipa::path(
+    get,
+    path = "/v1/webhooks/endpoints/{id}/events",
+    operation_id = "replayWebhookEvents",
+    summary = "Replay by number: the endpoint's numbered deliveries after N (admin, or a partner's read-only integration token)",
+    description = "Ordered by number, identifiers only, whatever each delivery's state (pending, sending, retry, delivered, failed), so a receiver that sees a gap in `sequence` fills it itself. Delivered deliveries are kept for the retention window (CLINIC_RETENTION_HOURS), so a replay reaches back that far. The `integration` role may call only this route and GET of the endpoint.",
+    tag = "webhooks",
+    params(params::WebhookEndpointId, params::After, params::ReplayLimit, params::CorrelationIdPlain),
+    responses(
+        (status = 200, description = "The numbered deliveries after `after`", body = schemas::WebhookReplay),
+        (status = 400, description = "Malformed id, `after` or `limit` (the problem names it)", body = schemas::Problem, content_type = "application/problem+json"),
+        problems::Unauthorized,
+        (status = 403, description = "Role not allowed (admin or integration only)", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 404, description = "No such endpoint (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json")
+    )
+)]
 pub async fn replay(
     State(state): State<AppState>,
     IntegrationReader(caller): IntegrationReader,

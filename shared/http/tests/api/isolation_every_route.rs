@@ -198,7 +198,7 @@ async fn every_route_of_workspace_b_looks_missing_to_workspace_a() {
         ("patient", token(a.id, a_patient_id, Role::Patient)),
     ];
     let mut probed = 0;
-    for (method, template) in ROUTES {
+    for (method, template) in ROUTES.iter() {
         if !template.contains("{id}") {
             continue;
         }
