@@ -36,14 +36,14 @@ macro_rules! fair_due_rows {
                              SELECT event_id, available_at FROM event_outbox \
                              WHERE status = s.status AND workspace_id = s.workspace_id \
                                AND available_at <= now() \
-                             ORDER BY status, workspace_id, event_id LIMIT $1 * 4 + 16) c \
+                             ORDER BY status, workspace_id, event_id LIMIT $1::bigint * 4 + 16) c \
                          WHERE s.workspace_id IS NOT NULL \
-                     ) r ORDER BY r.turn, r.ranked_at, r.event_id LIMIT $1 * 4 + 16 \
+                     ) r ORDER BY r.turn, r.ranked_at, r.event_id LIMIT $1::bigint * 4 + 16 \
                  ) f JOIN event_outbox o ON o.event_id = f.event_id \
                  WHERE ",
             clinic_core::outbox_due_predicate!(),
             " \
-                 ORDER BY f.turn, f.ranked_at, f.event_id LIMIT $1 FOR UPDATE OF o SKIP LOCKED \
+                 ORDER BY f.turn, f.ranked_at, f.event_id LIMIT $1::bigint FOR UPDATE OF o SKIP LOCKED \
              ) "
         )
     };
