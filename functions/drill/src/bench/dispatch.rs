@@ -279,8 +279,9 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         ),
         baseline: format!("raw loop (2a), oldest first: {} events/s", thousands(empty.raw.events_per_second())),
         ratio: fair_ratio_text,
-        target: "≥ 0.97× to land in the claim".into(),
-        met: Some(fair_ratio >= 0.97),
+        // A comparison, not a target of the service: it would land in the claim at ≥ 0.97×.
+        target: format!("– (comparison; lands in the claim at ≥ 0.97×: {})", if fair_ratio >= 0.97 { "would" } else { "not" }),
+        met: None,
     });
     let hist_rate = with_history.real.events_per_second();
     let (hist_ratio, hist_ratio_text) = ratio(hist_rate, empty_rate);
