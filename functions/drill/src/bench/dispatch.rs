@@ -167,6 +167,8 @@ impl Drain {
 #[derive(Debug, Clone, Copy, Default)]
 struct Pair {
     raw: Drain,
+    /// The raw loop with the workspace-interleaved pick (bench/outbox_fair.rs).
+    raw_fair: Drain,
     real: Drain,
     serial: Drain,
 }
@@ -175,6 +177,7 @@ struct Pair {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Side {
     Raw,
+    RawFair,
     Real,
     Serial,
 }
@@ -260,6 +263,26 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
         target: "≥ 0.8×".into(),
         met: Some(serial_ratio >= 0.8),
     });
+    // Issue 41: the outbox claim with the workspace-interleaved pick, as a raw loop beside the raw
+    // loop (same run, alternated); the service's claim is the oldest-first one.
+    let fair_rate = empty.raw_fair.events_per_second();
+    let (fair_ratio, fair_ratio_text) = ratio(fair_rate, empty.raw.events_per_second());
+    report.push(Row {
+        measure: format!(
+            "2a-fair. The raw claim-then-mark loop, batch {batch}, with the workspace-interleaved pick (bench/outbox_fair.rs; not the service's claim)"
+        ),
+        figure: format!(
+            "{} events/s ({}; {} per claim beside the oldest-first pick)",
+            thousands(fair_rate),
+            empty.raw_fair.cpu_text(),
+            per_claim_delta(&empty.raw_fair, &empty.raw, batch)
+        ),
+        baseline: format!("raw loop (2a), oldest first: {} events/s", thousands(empty.raw.events_per_second())),
+        ratio: fair_ratio_text,
+        // A comparison, not a target of the service: it would land in the claim at ≥ 0.97×.
+        target: format!("– (comparison; lands in the claim at ≥ 0.97×: {})", if fair_ratio >= 0.97 { "would" } else { "not" }),
+        met: None,
+    });
     let hist_rate = with_history.real.events_per_second();
     let (hist_ratio, hist_ratio_text) = ratio(hist_rate, empty_rate);
     report.push(Row {
@@ -286,7 +309,7 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
     Ok(())
 }
 
-/// Resets and drains `rounds` × (raw, real, serial), the order reversed every other round so drift
+/// Resets and drains `rounds` × (raw, raw with the fair pick, real, serial), the order reversed every other round so drift
 /// hits every side alike.
 async fn pair(
     db: &TestDb,
@@ -299,14 +322,15 @@ async fn pair(
 ) -> anyhow::Result<Pair> {
     let mut result = Pair::default();
     for round in 0..rounds {
-        let mut order = [Side::Raw, Side::Real, Side::Serial];
+        let mut order = [Side::Raw, Side::RawFair, Side::Real, Side::Serial];
         if round % 2 == 1 {
             order.reverse();
         }
         for side in order {
             reset(owner, workspace, events).await?;
             let drain = match side {
-                Side::Raw => raw_drain(db, batch).await?,
+                Side::Raw => raw_drain(db, batch, RAW_CLAIM).await?,
+                Side::RawFair => raw_drain(db, batch, super::outbox_fair::RAW_FAIR_CLAIM).await?,
                 Side::Real => real_drain(db, batch, steps).await?,
                 Side::Serial => real_drain(db, batch, 1).await?,
             };
@@ -318,6 +342,7 @@ async fn pair(
             eprintln!("bench: dispatch: {side:?} drain: {} events/s", thousands(drain.events_per_second()));
             match side {
                 Side::Raw => result.raw.add(drain),
+                Side::RawFair => result.raw_fair.add(drain),
                 Side::Real => result.real.add(drain),
                 Side::Serial => result.serial.add(drain),
             }
@@ -334,13 +359,13 @@ pub(super) async fn reset(owner: &Client, workspace: uuid::Uuid, events: i64) ->
     Ok(())
 }
 
-/// The raw loop: claim a batch, mark it, until nothing is due.
-async fn raw_drain(db: &TestDb, batch: i64) -> anyhow::Result<Drain> {
+/// The raw loop: claim a batch (by `claim_sql`), mark it, until nothing is due.
+async fn raw_drain(db: &TestDb, batch: i64, claim_sql: &str) -> anyhow::Result<Drain> {
     let client = super::db::connect(&db.app_url()).await?;
     // The same durability as the dispatcher's claim and mark (which commit with synchronous_commit
     // off, see outbox/claim.sql): set once for this dedicated session, the cheapest way to get it.
     client.batch_execute("SET synchronous_commit = off").await?;
-    let claim = client.prepare(RAW_CLAIM).await?;
+    let claim = client.prepare(claim_sql).await?;
     let mark = client.prepare(RAW_MARK).await?;
     let backend: i32 = client.query_one("SELECT pg_backend_pid()", &[]).await?.get(0);
     let cpu = CpuMeter::start(&[backend]);
@@ -388,6 +413,12 @@ pub(super) async fn real_drain(db: &TestDb, batch: i64, steps: usize) -> anyhow:
         server_ticks,
         client_ticks,
     })
+}
+
+/// The extra wall time per claim-and-mark of `drain` beside `baseline` ("+0.12 ms").
+fn per_claim_delta(drain: &Drain, baseline: &Drain, batch: i64) -> String {
+    let per_step = |d: &Drain| d.elapsed.as_secs_f64() / (d.events as f64 / batch as f64).ceil().max(1.0);
+    format!("{:+.2} ms", (per_step(drain) - per_step(baseline)) * 1000.0)
 }
 
 /// CPU ticks of PostgreSQL backends and of this process between `start` and `stop`.

@@ -1,8 +1,9 @@
 //! `clinic bench fairness` (issue 41): one clinic has a burst of reminders queued (default 10,000;
 //! smoke 200) while nine others each commit one cancellation notice a second, all sent by four
 //! notification senders (the real `Sender`, default batch) through a provider stand-in held to a set
-//! rate (default 50/s) by the shared token bucket in PostgreSQL. Every scenario runs on the same
-//! database in the same run:
+//! rate (default 50/s) by the shared token bucket in PostgreSQL. The trickle is steady: quiet clinic k
+//! commits at k/9 of each second (in every scenario, the unloaded one too), not all nine at once.
+//! Every scenario runs on the same database in the same run:
 //!
 //! - unloaded: the trickle alone (the quiet clinics' baseline);
 //! - the burst, fair claim, and the burst, oldest-first claim (the claim before issue 41);
@@ -215,7 +216,11 @@ async fn run_scenario(
     let mut client = pool.get().await?;
     let seconds = window.as_secs().max(1) as usize;
     for second in 0..seconds {
-        for clinic in quiet {
+        for (k, clinic) in quiet.iter().enumerate() {
+            // A steady trickle: clinic k commits at k/9 of each second (not all nine at once).
+            let phase =
+                Duration::from_secs(second as u64) + Duration::from_secs(1) * k as u32 / quiet.len() as u32;
+            tokio::time::sleep_until(tokio::time::Instant::from_std(started + phase)).await;
             let (patient, _, cancelled) = &clinic.appointments[second % clinic.appointments.len()];
             let cancelled = cancelled.as_ref().ok_or_else(|| anyhow::anyhow!("quiet clinics cancel"))?;
             let new = notice(clinic.workspace, *patient, cancelled, Listener::PatientCancellationNotice);
@@ -225,9 +230,10 @@ async fn run_scenario(
             }
             tx.commit().await?;
         }
-        let next = started + Duration::from_secs(second as u64 + 1);
-        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
     }
+    // The window ends a second after the last second began, as before.
+    tokio::time::sleep_until(tokio::time::Instant::from_std(started + Duration::from_secs(seconds as u64)))
+        .await;
     let window_end = Utc::now();
     let accepted_in_window = stand_in
         .accepted

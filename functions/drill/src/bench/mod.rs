@@ -31,6 +31,7 @@ mod latency;
 mod latency_transport;
 mod lists;
 mod operator;
+mod outbox_fair;
 mod recovery;
 mod report;
 mod runtime_api;

@@ -6,6 +6,7 @@ mod custody;
 mod delivery_lease;
 mod delivery_pace;
 mod delivery_policy;
+mod delivery_rate;
 mod delivery_rules;
 mod dispatch_local;
 mod fair_claim;
