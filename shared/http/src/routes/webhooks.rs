@@ -445,7 +445,7 @@ pub async fn deliveries(
         (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
         problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not failed or retry (pending, sending, delivered or discarded); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
         problems::TooLarge, problems::NotJson,
         (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
         problems::Unavailable
@@ -466,7 +466,7 @@ pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result
         (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
         problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The delivery is not failed or retry (pending, sending, delivered or discarded); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
         problems::TooLarge, problems::NotJson,
         (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
         problems::Unavailable

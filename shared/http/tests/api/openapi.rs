@@ -254,3 +254,47 @@ fn the_served_document_is_the_generated_one() {
         differences.join("\n")
     );
 }
+
+/// The 409 of each single-row retry or discard names the statuses the action accepts, as the lease
+/// queue's operator rules decide them ([`clinic_core::lease::operator`]), and lists the queue's other
+/// statuses in parentheses: a receiver reading the document learns the real rule.
+#[test]
+fn each_conflict_answer_names_the_statuses_its_action_accepts() {
+    use clinic_core::lease::operator::{Actions, NOTIFICATION_ACTIONS, WEBHOOK_ACTIONS};
+    use clinic_core::lease::ActionKind;
+
+    fn names(list: &str) -> BTreeSet<String> {
+        list.replace(" or ", ", ").split(", ").map(|name| name.trim().to_owned()).collect()
+    }
+    let doc: serde_json::Value = serde_json::from_str(OPENAPI_JSON).unwrap();
+    let cases: [(&str, &str, &Actions, ActionKind); 4] = [
+        ("/v1/system/deliveries/{id}/retry", "retryDelivery", &NOTIFICATION_ACTIONS, ActionKind::Retry),
+        ("/v1/system/deliveries/{id}/discard", "discardDelivery", &NOTIFICATION_ACTIONS, ActionKind::Discard),
+        (
+            "/v1/system/webhook-deliveries/{id}/retry",
+            "retryWebhookDelivery",
+            &WEBHOOK_ACTIONS,
+            ActionKind::Retry,
+        ),
+        (
+            "/v1/system/webhook-deliveries/{id}/discard",
+            "discardWebhookDelivery",
+            &WEBHOOK_ACTIONS,
+            ActionKind::Discard,
+        ),
+    ];
+    for (path, operation, actions, kind) in cases {
+        let answer = &doc["paths"][path]["post"];
+        assert_eq!(answer["operationId"], operation);
+        let text = answer["responses"]["409"]["description"].as_str().unwrap();
+        let rest = text.strip_prefix("The delivery is not ").unwrap_or_else(|| panic!("{operation}: {text}"));
+        let (accepted, others) = rest.split_once(" (").unwrap_or_else(|| panic!("{operation}: {text}"));
+        let others = others.split_once(')').unwrap_or_else(|| panic!("{operation}: {text}")).0;
+        let expected: BTreeSet<String> =
+            actions.accepted_statuses(kind).into_iter().map(String::from).collect();
+        let all: BTreeSet<String> = actions.queue.statuses().into_iter().map(String::from).collect();
+        assert_eq!(names(accepted), expected, "{operation}: the accepted statuses in {text:?}");
+        let rest_expected: BTreeSet<String> = all.difference(&expected).cloned().collect();
+        assert_eq!(names(others), rest_expected, "{operation}: the other statuses in {text:?}");
+    }
+}
