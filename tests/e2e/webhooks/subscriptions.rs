@@ -161,6 +161,63 @@ async fn heartbeats_carry_status_and_last_number_and_status_changes_are_audited(
     drop(receiver.child);
 }
 
+/// An endpoint enabled or disabled while an operator has paused the workspace's fan-out: receivers
+/// keep seeing `off` until the resume, the enable and disable themselves are audited, and a status
+/// row is written only when the status a receiver sees changes — the pause (active → off), not the
+/// enable or disable inside it, not the resume of a disabled endpoint, and the enable after it
+/// (off → active).
+#[tokio::test]
+async fn enabling_or_disabling_while_the_fan_out_is_paused_audits_only_the_status_receivers_see() {
+    let (app, _sender, _dispatcher) = loopback_app_with(|_| {}).await;
+    let admin = app.workspace.admin.clone();
+    let (receiver, path) = super::receiving_endpoint(&app).await;
+    let status = async || app.call("GET", &path, Some(&admin), None).await.body["status"].clone();
+    let patch = async |enabled: bool| {
+        let answer = app.call("PATCH", &path, Some(&admin), Some(json!({"enabled": enabled}))).await;
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        answer.body["status"].clone()
+    };
+    let listener = |action: &str, reason: &str| {
+        let body = json!({"listener": "webhook_fan_out", "reason": reason});
+        (format!("/v1/system/listeners/{action}"), body)
+    };
+
+    let (pause, body) = listener("pause", "receiver migration");
+    assert_eq!(app.call("POST", &pause, Some(&admin), Some(body)).await.status, 200);
+    assert_eq!(status().await, "off");
+    assert_eq!(patch(false).await, "off", "disabled while paused");
+    assert_eq!(patch(true).await, "off", "enabled while paused: still off for receivers");
+    assert_eq!(status().await, "off");
+    assert_eq!(patch(false).await, "off");
+    let (resume, body) = listener("resume", "done");
+    assert_eq!(app.call("POST", &resume, Some(&admin), Some(body)).await.status, 200);
+    assert_eq!(status().await, "off", "resumed, but disabled");
+    assert_eq!(patch(true).await, "active", "enabled after the resume");
+
+    let conn = app.db.pool.get().await.unwrap();
+    let rows = conn
+        .query("SELECT action, detail FROM webhook_endpoint_actions ORDER BY created_at, id", &[])
+        .await
+        .unwrap();
+    let actions: Vec<String> = rows.iter().map(|row| row.get::<_, String>(0)).collect();
+    assert_eq!(
+        actions.iter().filter(|a| *a == "disable" || *a == "enable").count(),
+        4,
+        "every enable and disable is audited: {actions:?}"
+    );
+    let steps: Vec<(String, String)> = rows
+        .iter()
+        .filter(|row| row.get::<_, String>(0) == "status")
+        .map(|row| {
+            let detail: Value = row.get(1);
+            (detail["from"].as_str().unwrap().to_owned(), detail["to"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    let expected = [("active", "off"), ("off", "active")].map(|(a, b)| (a.to_owned(), b.to_owned()));
+    assert_eq!(steps, expected.to_vec(), "status rows only where the seen status changed: {actions:?}");
+    drop(receiver.child);
+}
+
 /// Replay by number: every numbered delivery after N, in order, whatever its state, for an admin or
 /// a partner's read-only `integration` token of the workspace — a token that can call nothing else.
 #[tokio::test]
