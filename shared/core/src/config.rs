@@ -114,16 +114,6 @@ impl Env {
     }
 }
 
-/// The root certificate(s) of the database's TLS when the connection string names no
-/// `sslrootcert`: `CLINIC_DB_CA_FILE`, else libpq's default `~/.postgresql/root.crt` (under `HOME`)
-/// when that file exists.
-fn ca_file(env: &Env) -> Option<String> {
-    env.var("CLINIC_DB_CA_FILE").or_else(|| {
-        let path = std::path::Path::new(&env.var("HOME")?).join(".postgresql/root.crt");
-        path.is_file().then(|| path.display().to_string())
-    })
-}
-
 /// Database settings shared by every entry point.
 #[derive(Debug, Clone)]
 pub struct DatabaseConfig {
@@ -158,10 +148,14 @@ impl DbAuth {
 }
 
 impl DatabaseConfig {
-    /// `CLINIC_DB_CA_FILE`, else libpq's default root certificate when it exists (see
-    /// docs/configuration.md, "Database TLS").
+    /// The root certificate(s) of the database's TLS when the connection string names no
+    /// `sslrootcert`: `CLINIC_DB_CA_FILE`, else libpq's default `~/.postgresql/root.crt` (under
+    /// `HOME`) when that file exists (see docs/configuration.md, "Database TLS").
     pub fn read_ca_file(env: &Env) -> Option<String> {
-        ca_file(env)
+        env.var("CLINIC_DB_CA_FILE").or_else(|| {
+            let path = std::path::Path::new(&env.var("HOME")?).join(".postgresql/root.crt");
+            path.is_file().then(|| path.display().to_string())
+        })
     }
 
     /// `DATABASE_URL` (required), `CLINIC_DB_POOL_SIZE` (default `default_pool`), `CLINIC_DB_CA_FILE`,

@@ -278,16 +278,10 @@ impl WebhookKey {
         }
     }
 
-    /// What a local process that seals or opens (`clinic dev`, the CLI) calls from its `main`: the
-    /// key of [`KeySource::read`]`(env, local_default)`, loaded by [`WebhookKey::load`]; a bad or
-    /// missing file is a configuration error naming the path (never the key). The Lambdas read
-    /// theirs from Secrets Manager instead ([`WebhookKey::from_secret_text`], `clinic-secrets`).
-    pub fn read(env: &Env, local_default: Option<PathBuf>) -> Result<WebhookKey, ConfigError> {
-        WebhookKey::configured(&KeySource::read(env, local_default)?)
-    }
-
-    /// The key of `source` ([`KeySource::read`]), loaded by [`WebhookKey::load`]; errors as
-    /// [`WebhookKey::read`]'s.
+    /// The key of `source` ([`KeySource::read`]), loaded by [`WebhookKey::load`]: what a local
+    /// process that seals or opens (`clinic dev`, the CLI) calls from its `main`. A bad or missing
+    /// file is a configuration error naming the path (never the key). The Lambdas read theirs from
+    /// Secrets Manager instead ([`WebhookKey::from_secret_text`], `clinic-secrets`).
     pub fn configured(source: &KeySource) -> Result<WebhookKey, ConfigError> {
         WebhookKey::load(source).map_err(|error| {
             let path = match source {
