@@ -204,15 +204,16 @@ pub async fn run(db: &TestDb, options: &Options, report: &mut Report) -> anyhow:
 /// an SQS emulator (`CLINIC_TEST_SQS_ENDPOINT`, or `moto_server` on PATH).
 pub fn prerequisites() -> anyhow::Result<()> {
     dispatcher_binary()?;
-    let endpoint = clinic_testkit::test_env::var("CLINIC_TEST_SQS_ENDPOINT").is_some();
-    let moto = std::process::Command::new("moto_server")
-        .arg("--help")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success());
+    // The emulator's endpoint when set; else whether a `moto_server` can start (asked only then).
+    let emulator = clinic_testkit::test_env::var("CLINIC_TEST_SQS_ENDPOINT").is_some()
+        || std::process::Command::new("moto_server")
+            .arg("--help")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
     anyhow::ensure!(
-        endpoint || moto,
+        emulator,
         "the lambda-window section needs an SQS emulator: install moto_server (pip install 'moto[server]') \
          or set CLINIC_TEST_SQS_ENDPOINT"
     );
