@@ -17,25 +17,17 @@ import json
 import sys
 import time
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from json_handler import JsonHandler
 
 STATE = {"received": [], "status": 204, "retry_after": None, "secrets": sys.argv[2:]}
 LOCK = threading.Lock()
 
 
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):  # quiet
-        pass
-
-    def _json(self, status, value):
-        body = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class Handler(JsonHandler):
 
     def do_GET(self):
         if self.path == "/_received":

@@ -21,9 +21,11 @@ import sys
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from json_handler import JsonHandler
 
 PORT, SECRET, API, ENDPOINT, TOKEN = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 LOCK = threading.RLock()
@@ -78,17 +80,7 @@ def seen(last, by):
         backfill()
 
 
-class Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def _json(self, status, value):
-        body = json.dumps(value).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+class Handler(JsonHandler):
 
     def do_GET(self):
         if self.path == "/_state":

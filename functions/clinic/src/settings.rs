@@ -227,25 +227,31 @@ pub fn jwt_secret() -> anyhow::Result<String> {
     jwt_secret_in(&data_dir())
 }
 
-/// The JWT secret kept in `dir` (`jwt-secret`), created on first use readable by its owner only
-/// (mode 0600, like the webhook key file): it signs every local token.
+/// The JWT secret kept in `dir` (`jwt-secret`), made on first use readable by its owner only
+/// ([`clinic_core::private_file::create_once`], like the webhook key file): it signs every local
+/// token, so two commands started at once on a fresh folder end with the same one.
 fn jwt_secret_in(dir: &std::path::Path) -> anyhow::Result<String> {
     let path = dir.join("jwt-secret");
-    if let Ok(secret) = std::fs::read_to_string(&path) {
-        if !secret.trim().is_empty() {
-            return Ok(secret.trim().to_owned());
-        }
+    let read = || -> anyhow::Result<String> {
+        let secret = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let secret = secret.trim();
+        anyhow::ensure!(
+            !secret.is_empty(),
+            "{} is empty: delete it and a new secret is made",
+            path.display()
+        );
+        Ok(secret.to_owned())
+    };
+    if path.exists() {
+        return read();
     }
-    std::fs::create_dir_all(dir).context("creating the local data folder")?;
     let secret = format!("{}{}", ulid::Ulid::generate(), ulid::Ulid::generate());
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(&path).with_context(|| format!("writing {}", path.display()))?;
-    std::io::Write::write_all(&mut file, secret.as_bytes())
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(secret)
+    match clinic_core::private_file::create_once(&path, secret.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))?
+    {
+        clinic_core::private_file::Created::Made => Ok(secret),
+        clinic_core::private_file::Created::Existing => read(),
+    }
 }
 
 #[cfg(all(test, unix))]
@@ -260,6 +266,31 @@ mod tests {
         assert_eq!(mode, 0o600);
         assert_eq!(super::jwt_secret_in(&dir).unwrap(), first, "kept across runs");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Two local commands started at once (`clinic dev` and `clinic token`) on a fresh data folder:
+    /// both must end with the one secret the file keeps, or one's tokens fail at the other.
+    #[test]
+    fn concurrent_first_uses_agree_on_one_secret() {
+        for _ in 0..20 {
+            let dir = std::env::temp_dir().join(format!("clinic-jwt-{}", ulid::Ulid::generate()));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (dir, start) = (dir.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        super::jwt_secret_in(&dir)
+                    })
+                })
+                .collect();
+            let secrets: Vec<String> = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
+            let kept = std::fs::read_to_string(dir.join("jwt-secret")).unwrap();
+            assert!(secrets.iter().all(|secret| *secret == kept), "{secrets:?} vs the file's {kept:?}");
+            let leftovers = std::fs::read_dir(&dir).unwrap().count();
+            assert_eq!(leftovers, 1, "only the secret file stays");
+            std::fs::remove_dir_all(&dir).unwrap();
+        }
     }
 }
 

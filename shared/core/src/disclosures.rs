@@ -83,15 +83,21 @@ pub async fn record(
 }
 
 /// One disclosure as answered by `GET /v1/patients/{id}/disclosures`: ids and codes only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Disclosure {
     pub id: DisclosureId,
     pub patient_id: PatientId,
+    /// Who read: a member, the patient, or the system (a listener).
+    // The stored `actor_kind` (`Actor::kind`); the column's CHECK holds the same three.
+    #[schemars(extend("enum" = ["member", "patient", "system"]))]
     pub actor_kind: String,
-    /// The member's or patient's id (ULID); `None` for the system (listeners).
+    /// The member's or patient's id; null for the system (listeners).
+    #[schemars(with = "Option<crate::ids::UlidSchema>")]
     pub actor_id: Option<String>,
+    /// A route template (GET /v1/patients/{id}) or a listener name.
     pub purpose: String,
+    /// The event a listener acted on; null for API reads.
     pub event_id: Option<EventId>,
     pub created_at: DateTime<Utc>,
 }

@@ -10,7 +10,7 @@
 //! | floor | modules |
 //! |---|---|
 //! | 0 | `config`, `domain`, `ids`, `tags` — values and their parsing, no I/O |
-//! | 1 | `db`, `telemetry` |
+//! | 1 | `db`, `private_file`, `telemetry` |
 //! | 2 | `error`, `events`, `workspaces` |
 //! | 3 | `context`, `contract`, `disclosures`, `lease` |
 //! | 4 | `patients`, `webhooks` |
@@ -45,6 +45,7 @@ pub mod operator;
 pub mod outbox;
 pub mod patients;
 pub mod practitioners;
+pub mod private_file;
 pub mod tags;
 pub mod telemetry;
 pub mod webhooks;
@@ -57,6 +58,7 @@ pub const FLOORS: &[(&str, u8)] = &[
     ("ids", 0),
     ("tags", 0),
     ("db", 1),
+    ("private_file", 1),
     ("telemetry", 1),
     ("error", 2),
     ("events", 2),

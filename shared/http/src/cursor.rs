@@ -23,7 +23,6 @@ use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
 use serde::Serialize;
-use serde_json::json;
 use sha2::Sha256;
 use ulid::Ulid;
 
@@ -171,9 +170,19 @@ impl PageRequest {
     }
 }
 
+/// A page of a list or timeline as answered: `{ "items": [...], "nextCursor": "…" | null }`. Its
+/// schema is a list's component (`Page<'static, Patient>` is `PatientList`).
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Page<'a, T> {
+    pub items: &'a [T],
+    /// Opaque: pass it as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
 /// `{ "items": [...], "nextCursor": … }` from items and a cursor computed beforehand.
 pub fn respond<T: Serialize>(items: &[T], next_cursor: Option<String>) -> Response {
-    Json(json!({ "items": items, "nextCursor": next_cursor })).into_response()
+    Json(Page { items, next_cursor }).into_response()
 }
 
 #[cfg(test)]

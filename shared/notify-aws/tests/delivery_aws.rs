@@ -120,15 +120,7 @@ impl Scene {
         let practitioner = app.create_practitioner(&token).await;
         let appointment =
             app.book(&token, &patient, &practitioner, "2027-01-12T13:30:00Z", "2027-01-12T14:00:00Z").await;
-        let id: ulid::Ulid = appointment["id"].as_str().unwrap().parse().unwrap();
-        let row = conn
-            .query_one(
-                "SELECT id FROM events WHERE type = 'appointment.created' AND resource_id = $1",
-                &[&uuid::Uuid::from(id)],
-            )
-            .await
-            .unwrap();
-        let event = clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap();
+        let event = app.created_event(&appointment).await;
         Some(Scene { app, endpoint, given, family, email, phone, event })
     }
 
@@ -600,15 +592,7 @@ async fn an_optional_email_carries_one_click_headers_and_its_link_opts_out_of_ex
     let practitioner = json!({"id": ulid::Ulid::from(practitioner_id).to_string()});
     let later =
         app.book(&staff, &patient, &practitioner, "2027-01-13T13:30:00Z", "2027-01-13T14:00:00Z").await;
-    let later_id: ulid::Ulid = later["id"].as_str().unwrap().parse().unwrap();
-    let row = conn
-        .query_one(
-            "SELECT id FROM events WHERE type = 'appointment.created' AND resource_id = $1",
-            &[&uuid::Uuid::from(later_id)],
-        )
-        .await
-        .unwrap();
-    let created = clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap();
+    let created = app.created_event(&later).await;
     let pool = &app.state.pool;
     listeners::run(pool, Listener::PatientBookingConfirmation, &created).await.unwrap();
     let report = sender.send_due(10).await.unwrap();

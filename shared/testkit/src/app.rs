@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use clinic_core::db::connect_pool;
-use clinic_core::ids::{MemberId, WorkspaceId};
+use clinic_core::ids::{AppointmentId, MemberId, WorkspaceId};
 use clinic_core::workspaces;
 use clinic_http::auth::{issue_token, Role};
 use clinic_http::ApiConfig;
@@ -182,6 +182,21 @@ impl TestApp {
         let response = self.call("POST", "/v1/appointments", Some(token), Some(body)).await;
         assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
         response.body
+    }
+
+    /// The `appointment.created` event of `appointment` (an answer of [`TestApp::book`]), as stored.
+    pub async fn created_event(&self, appointment: &Value) -> clinic_core::events::Envelope {
+        let id: AppointmentId =
+            appointment["id"].as_str().expect("an appointment answer").parse().expect("a ULID");
+        let conn = self.db.pool.get().await.expect("connection");
+        let row = conn
+            .query_one(
+                "SELECT id FROM events WHERE type = 'appointment.created' AND resource_id = $1",
+                &[&id],
+            )
+            .await
+            .expect("the appointment's created event");
+        clinic_core::events::read::find(&conn, row.get(0)).await.expect("read").expect("the event")
     }
 
     /// `SELECT count(*)` of a query on the test database.

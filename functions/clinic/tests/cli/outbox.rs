@@ -51,6 +51,13 @@ async fn one(app: &TestApp, sql: &str, event: EventId) -> tokio_postgres::Row {
     app.db.client().await.query_one(sql, &[&event]).await.unwrap()
 }
 
+/// `outbox ACTION ID --actor ACTOR --reason REASON` and then `more`.
+fn act<'a>(action: &'a str, id: &'a str, actor: &'a str, reason: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["outbox", action, id, "--actor", actor, "--reason", reason];
+    args.extend_from_slice(more);
+    args
+}
+
 async fn audits(app: &TestApp) -> i64 {
     app.count("SELECT 1 FROM operator_actions").await
 }
@@ -90,18 +97,15 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     assert_eq!(no_actor.code, 2, "{}", no_actor.stderr);
     let no_reason = clinic(&app, &["outbox", "retry", &first_id, "--actor", "ops:alice"]).await;
     assert_eq!(no_reason.code, 2, "{}", no_reason.stderr);
-    let blank = clinic(&app, &["outbox", "retry", &first_id, "--actor", "ops:alice", "--reason", "  "]).await;
+    let blank = clinic(&app, &act("retry", &first_id, "ops:alice", "  ", &[])).await;
     assert_eq!(blank.code, 1);
     assert!(blank.stderr.contains("reason"), "{}", blank.stderr);
-    let blank_actor = clinic(&app, &["outbox", "retry", &first_id, "--actor", " ", "--reason", "x"]).await;
+    let blank_actor = clinic(&app, &act("retry", &first_id, " ", "x", &[])).await;
     assert_eq!(blank_actor.code, 1);
     assert_eq!(audits(&app).await, 0);
 
     // retry: dead → pending, audited with the CLI actor; stats see it due.
-    let retried =
-        clinic(&app, &["outbox", "retry", &first_id, "--actor", "ops:alice", "--reason", "provider fixed"])
-            .await
-            .json();
+    let retried = clinic(&app, &act("retry", &first_id, "ops:alice", "provider fixed", &[])).await.json();
     assert_eq!(retried["statusBefore"], "dead");
     assert_eq!(retried["statusAfter"], "pending");
     assert_eq!(retried["actor"], "ops:alice");
@@ -121,8 +125,7 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     assert_eq!(stats["byStatus"]["pending"], 1);
 
     // A second retry does not fit a pending row: refused, nothing recorded.
-    let again =
-        clinic(&app, &["outbox", "retry", &first_id, "--actor", "ops:alice", "--reason", "again"]).await;
+    let again = clinic(&app, &act("retry", &first_id, "ops:alice", "again", &[])).await;
     assert_eq!(again.code, 1);
     assert!(again.stderr.contains("refused"), "{}", again.stderr);
     assert_eq!(audits(&app).await, 1);
@@ -132,17 +135,13 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     assert_eq!(app.count("SELECT 1 FROM notifications").await, 2);
     let replayed = clinic(
         &app,
-        &[
-            "outbox",
+        &act(
             "replay",
             &first_id,
-            "--actor",
             "ops:bob",
-            "--reason",
             "check the notice",
-            "--listener",
-            "patient_booking_confirmation",
-        ],
+            &["--listener", "patient_booking_confirmation"],
+        ),
     )
     .await
     .json();
@@ -153,11 +152,8 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     assert_eq!(only, Some(vec!["patient_booking_confirmation".to_owned()]));
     dispatch(&app).await;
     assert_eq!(app.count("SELECT 1 FROM notifications").await, 2, "receipts absorb the replay");
-    let bad_listener = clinic(
-        &app,
-        &["outbox", "replay", &first_id, "--actor", "ops:bob", "--reason", "x", "--listener", "send_fax"],
-    )
-    .await;
+    let bad_listener =
+        clinic(&app, &act("replay", &first_id, "ops:bob", "x", &["--listener", "send_fax"])).await;
     assert_eq!(bad_listener.code, 1);
     assert!(
         bad_listener.stderr.contains("409") && bad_listener.stderr.contains("send_fax"),
@@ -166,19 +162,13 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
     );
     let mixed = clinic(
         &app,
-        &[
-            "outbox",
+        &act(
             "replay",
             &first_id,
-            "--actor",
             "ops:bob",
-            "--reason",
             "x",
-            "--listener",
-            "send_fax",
-            "--listener",
-            "patient_booking_confirmation",
-        ],
+            &["--listener", "send_fax", "--listener", "patient_booking_confirmation"],
+        ),
     )
     .await;
     assert_eq!(mixed.code, 1);
@@ -190,52 +180,17 @@ async fn every_operator_action_works_from_the_cli_and_is_audited() {
 
     // discard: dead → discarded; another workspace's scope does not find it.
     let other = WorkspaceIdText::new();
-    let scoped = clinic(
-        &app,
-        &[
-            "outbox",
-            "discard",
-            &second_id,
-            "--actor",
-            "ops:carol",
-            "--reason",
-            "past",
-            "--workspace",
-            &other.0,
-        ],
-    )
-    .await;
+    let scoped =
+        clinic(&app, &act("discard", &second_id, "ops:carol", "past", &["--workspace", &other.0])).await;
     assert_eq!(scoped.code, 1);
     assert!(scoped.stderr.contains("no outbox row"), "{}", scoped.stderr);
-    let discarded = clinic(
-        &app,
-        &[
-            "outbox",
-            "discard",
-            &second_id,
-            "--actor",
-            "ops:carol",
-            "--reason",
-            "appointment past",
-            "--workspace",
-        ],
-    )
-    .await;
+    let discarded =
+        clinic(&app, &act("discard", &second_id, "ops:carol", "appointment past", &["--workspace"])).await;
     assert_eq!(discarded.code, 2, "--workspace needs a value");
     let workspace = app.workspace.id.to_string();
     let discarded = clinic(
         &app,
-        &[
-            "outbox",
-            "discard",
-            &second_id,
-            "--actor",
-            "ops:carol",
-            "--reason",
-            "appointment past",
-            "--workspace",
-            &workspace,
-        ],
+        &act("discard", &second_id, "ops:carol", "appointment past", &["--workspace", &workspace]),
     )
     .await
     .json();

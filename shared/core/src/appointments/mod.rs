@@ -33,6 +33,7 @@ use crate::context::Ctx;
 use crate::db::{sql, violated_constraint, Tx};
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::input::{FieldError, Fields};
+use crate::domain::schema::{ApiUlid, ExpectedVersion};
 use crate::domain::values::{Reason, TimeSlot};
 use crate::error::{DomainError, DomainResult};
 use crate::events::changed_fields;
@@ -41,8 +42,9 @@ use crate::events::{Envelope, EventType, ResourceType};
 use crate::ids::{AppointmentId, PatientId, PractitionerId, WorkspaceId};
 use crate::patients::check_version;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum AppointmentStatus {
     Booked,
     Cancelled,
@@ -69,7 +71,7 @@ impl AppointmentStatus {
 }
 
 /// An appointment as stored and answered. `reason` and `cancellation_reason` are health data.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Appointment {
     pub id: AppointmentId,
@@ -104,12 +106,17 @@ fn optional_reason(fields: &mut Fields) -> Result<Option<Reason>, FieldError> {
     fields.optional_str("reason")?.map(|raw| Reason::parse("reason", raw)).transpose()
 }
 
-/// `POST /v1/appointments`, parsed.
-#[derive(Debug, Clone)]
+/// `POST /v1/appointments`, parsed. Its schema is the body [`NewAppointment::try_from`] reads.
+#[derive(Debug, Clone, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewAppointment {
+    #[schemars(with = "ApiUlid")]
     patient_id: PatientId,
+    #[schemars(with = "ApiUlid")]
     practitioner_id: PractitionerId,
+    #[serde(flatten)]
     slot: TimeSlot,
+    /// Health data (never logged or sent). When given: not blank, no NUL, at most 2000 characters.
     reason: Option<Reason>,
 }
 
@@ -138,10 +145,13 @@ impl TryFrom<Value> for NewAppointment {
     }
 }
 
-/// `POST /v1/appointments/{id}/reschedule`, parsed.
-#[derive(Debug, Clone)]
+/// `POST /v1/appointments/{id}/reschedule`, parsed. Its schema is the body it is read from.
+#[derive(Debug, Clone, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Reschedule {
+    #[serde(flatten)]
     slot: TimeSlot,
+    #[schemars(with = "Option<ExpectedVersion>")]
     expected_version: Option<i32>,
 }
 
@@ -157,10 +167,13 @@ impl TryFrom<Value> for Reschedule {
     }
 }
 
-/// `POST /v1/appointments/{id}/cancel`, parsed.
-#[derive(Debug, Clone, Default)]
+/// `POST /v1/appointments/{id}/cancel`, parsed. Its schema is the body it is read from.
+#[derive(Debug, Clone, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Cancel {
+    /// Health data (never logged or sent). When given: not blank, no NUL, at most 2000 characters.
     reason: Option<Reason>,
+    #[schemars(with = "Option<ExpectedVersion>")]
     expected_version: Option<i32>,
 }
 
@@ -176,9 +189,11 @@ impl TryFrom<Value> for Cancel {
     }
 }
 
-/// `POST /v1/appointments/{id}/complete`, parsed.
-#[derive(Debug, Clone, Default)]
+/// `POST /v1/appointments/{id}/complete`, parsed. Its schema is the body it is read from.
+#[derive(Debug, Clone, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Complete {
+    #[schemars(with = "Option<ExpectedVersion>")]
     expected_version: Option<i32>,
 }
 

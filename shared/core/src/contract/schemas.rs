@@ -21,8 +21,8 @@ pub(super) fn generate<T: schemars::JsonSchema>() -> Value {
 }
 
 /// Drops `default` annotations: they describe how an older message is read (serde's defaults for
-/// fields added later), not values a consumer may rely on.
-fn strip_defaults(value: &mut Value) {
+/// fields added later), not values a consumer may rely on. The API's document drops them too.
+pub fn strip_defaults(value: &mut Value) {
     match value {
         Value::Object(map) => {
             map.remove("default");

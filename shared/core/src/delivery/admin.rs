@@ -19,18 +19,25 @@ use ulid::Ulid;
 use crate::ids::{EventId, NotificationId, WorkspaceId};
 
 /// One delivery as operators see it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Delivery")]
 pub struct DeliveryItem {
     pub id: NotificationId,
     pub workspace_id: WorkspaceId,
     pub event_id: EventId,
     pub listener: String,
     pub template: String,
+    #[schemars(with = "super::RecipientKind")]
     pub recipient_kind: String,
+    #[schemars(with = "crate::ids::UlidSchema")]
     pub recipient_id: String,
+    /// auto until the sender chose from the recipient's contact data
+    #[schemars(with = "super::StoredChannel")]
     pub channel: String,
+    #[schemars(with = "super::DeliveryStatus")]
     pub status: String,
+    #[schemars(range(min = 0))]
     pub attempts: i32,
     pub last_error_code: Option<String>,
     pub provider_message_id: Option<String>,

@@ -64,16 +64,21 @@ pub async fn enqueue(
 }
 
 /// One entry of the delivery log as answered by `GET /v1/notifications`: ids and names only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Notification")]
 pub struct NotificationItem {
     pub id: NotificationId,
     pub event_id: EventId,
     pub listener: String,
+    #[schemars(with = "super::RecipientKind")]
     pub recipient_kind: String,
+    #[schemars(with = "crate::ids::UlidSchema")]
     pub recipient_id: String,
     pub template: String,
+    #[schemars(with = "super::StoredChannel")]
     pub channel: String,
+    #[schemars(with = "super::DeliveryStatus")]
     pub status: String,
     pub created_at: DateTime<Utc>,
 }

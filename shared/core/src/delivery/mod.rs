@@ -69,8 +69,9 @@ pub use store::{ClaimedDelivery, DeliveryClaim};
 use serde::Serialize;
 
 /// Who a notification is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum RecipientKind {
     Patient,
     Practitioner,
@@ -94,8 +95,9 @@ impl RecipientKind {
 }
 
 /// The statuses of a delivery (names as stored).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(inline)]
 pub enum DeliveryStatus {
     Pending,
     Sending,
@@ -148,6 +150,17 @@ impl DeliveryStatus {
         Self::ALL.iter().copied().find(|status| status.as_str() == name)
     }
 }
+
+/// A delivery's `channel` as stored and answered: `auto` when enqueued, the channel the sender chose
+/// from the recipient's contact data ([`crate::domain::contact::Channel`]), or `none` when it sent
+/// nothing (V5's CHECK). Use with `#[schemars(with = "StoredChannel")]`.
+pub struct StoredChannel;
+
+crate::inline_schema!(StoredChannel, |_: &mut schemars::SchemaGenerator| {
+    let chosen = crate::domain::contact::Channel::ALL.iter().map(|channel| channel.as_str());
+    let names: Vec<&str> = std::iter::once("auto").chain(chosen).chain(["none"]).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,11 @@ impl Channel {
     }
 }
 
+crate::inline_schema!(Channel, |_: &mut schemars::SchemaGenerator| {
+    let names: Vec<&str> = Self::ALL.iter().map(|channel| channel.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
+
 /// The kinds of patient message a patient may opt out of, one by one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +68,14 @@ impl MessageKind {
     }
 }
 
+crate::inline_schema!(MessageKind, |_: &mut schemars::SchemaGenerator| {
+    let names: Vec<&str> = Self::ALL.iter().map(|kind| kind.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
+
+/// The most items [`parse_set`] reads (duplicates included).
+pub const MAX_SET_ITEMS: usize = 8;
+
 /// A JSON array of distinct names from a closed set, canonical (sorted, deduplicated), or a
 /// [`FieldError`] naming `field`. `null` is refused: a list is cleared with `[]`.
 pub fn parse_set<T: Copy + Ord>(
@@ -74,7 +87,7 @@ pub fn parse_set<T: Copy + Ord>(
     let Value::Array(items) = value else {
         return Err(FieldError::new(field, format!("must be an array of {expected}")));
     };
-    if items.len() > 8 {
+    if items.len() > MAX_SET_ITEMS {
         return Err(FieldError::new(field, format!("must be an array of {expected}")));
     }
     let mut out = Vec::with_capacity(items.len());

@@ -2,4 +2,5 @@
 
 pub mod contact;
 pub mod input;
+pub mod schema;
 pub mod values;

@@ -40,6 +40,10 @@ macro_rules! text_value {
                 self.0
             }
         }
+
+        crate::inline_schema!($name, |_: &mut schemars::SchemaGenerator| {
+            super::schema::text($max)
+        });
     };
 }
 
@@ -65,8 +69,15 @@ text_value!(
 pub struct Email(String);
 
 impl Email {
+    /// The most characters an address may have.
+    pub const MAX_CHARS: usize = 254;
+
+    /// [`Email::parse`]'s rule as a pattern: text without `@`, white space (Rust's `is_whitespace`,
+    /// U+0085 included) or control characters (`is_control`: C0, DEL and C1) on both sides of one `@`.
+    pub const PATTERN: &str = r"^[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000@\x00-\x1f\x7f-\x9f]+@[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000@\x00-\x1f\x7f-\x9f]+$";
+
     pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
-        let valid = raw.chars().count() <= 254
+        let valid = raw.chars().count() <= Self::MAX_CHARS
             && !raw.chars().any(|c| c.is_whitespace() || c.is_control())
             && matches!(raw.split_once('@'), Some((local, domain))
                 if !local.is_empty() && !domain.is_empty() && !domain.contains('@'));
@@ -82,15 +93,30 @@ impl Email {
     }
 }
 
+crate::inline_schema!(Email, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "maxLength": Self::MAX_CHARS,
+        "pattern": Self::PATTERN,
+        "description": "An address: one @ with text on both sides, no white space or control characters, at most 254 characters. The API checks this shape only (not the format \"email\" grammar); delivery finds out the rest."
+    })
+});
+
 /// A phone number: digits with optional `+`, spaces, dots, dashes and parentheses; 5–20 digits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Phone(String);
 
 impl Phone {
+    /// The most characters (all ASCII, so bytes) a number may have.
+    pub const MAX_CHARS: usize = 32;
+
+    /// [`Phone::parse`]'s rule as a pattern: 5 to 20 digits, with the separators ` +().-` around them.
+    pub const PATTERN: &str = r"^[ +().-]*([0-9][ +().-]*){5,20}$";
+
     pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
         let allowed = raw.chars().all(|c| c.is_ascii_digit() || " +-.()".contains(c));
         let digits = raw.chars().filter(char::is_ascii_digit).count();
-        if allowed && (5..=20).contains(&digits) && raw.len() <= 32 {
+        if allowed && (5..=20).contains(&digits) && raw.len() <= Self::MAX_CHARS {
             Ok(Self(raw))
         } else {
             Err(FieldError::new(field, "must be a phone number (5 to 20 digits)"))
@@ -101,6 +127,29 @@ impl Phone {
         &self.0
     }
 }
+
+crate::inline_schema!(Phone, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "maxLength": Self::MAX_CHARS,
+        "pattern": Self::PATTERN,
+        "description": "5 to 20 digits, with spaces and + - . ( ) allowed between them."
+    })
+});
+
+/// A date of birth as [`parse_date_of_birth`] reads it, for a request field's schema: use with
+/// `#[schemars(with = "DateOfBirth")]` on the parsed `NaiveDate`. Not in the future depends on today's
+/// date, which JSON Schema cannot state: the pattern bounds the year to 1900-2099.
+pub struct DateOfBirth;
+
+crate::inline_schema!(DateOfBirth, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "format": "date",
+        "pattern": "^(19|20)[0-9]{2}-[0-9]{2}-[0-9]{2}$",
+        "description": "YYYY-MM-DD, from 1900-01-01 to today. Not in the future is checked against today's date, which JSON Schema cannot state (the pattern bounds the year to 1900-2099)."
+    })
+});
 
 /// A date of birth: `YYYY-MM-DD`, not in the future, not before 1900.
 pub fn parse_date_of_birth(field: &str, raw: &str) -> Result<NaiveDate, FieldError> {
@@ -141,9 +190,16 @@ pub fn parse_utc(field: &str, raw: &str) -> Result<DateTime<Utc>, FieldError> {
 }
 
 /// When an appointment takes place: `starts_at < ends_at`, at most 24 hours long.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Its schema is the two request fields (`startsAt`, `endsAt`) that [`TimeSlot::parse`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct TimeSlot {
+    /// RFC 3339 in UTC (Z or +00:00), years 1900-9999. endsAt must be after startsAt and at most 24 hours later: a rule between two fields that JSON Schema cannot state (the one documented exclusion, tests/fuzz-api.hooks.py).
+    #[schemars(with = "super::schema::UtcInstant")]
     starts_at: DateTime<Utc>,
+    /// RFC 3339 in UTC (Z or +00:00), years 1900-9999. endsAt must be after startsAt and at most 24 hours later: a rule between two fields that JSON Schema cannot state (the one documented exclusion, tests/fuzz-api.hooks.py).
+    #[schemars(with = "super::schema::UtcInstant")]
     ends_at: DateTime<Utc>,
 }
 

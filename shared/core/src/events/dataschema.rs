@@ -21,16 +21,10 @@ pub const DEFAULT_SCHEMA_BASE_URL: &str = "http://127.0.0.1:3000";
 /// dropped), or `None` when unset. Settings read it at start-up, so a bad value stops the process
 /// with an error naming the variable.
 pub fn read_schema_base(env: &Env) -> Result<Option<String>, ConfigError> {
-    match env.var("CLINIC_SCHEMA_BASE_URL") {
-        None => Ok(None),
-        set => parse_schema_base(set).map(Some),
-    }
+    env.var("CLINIC_SCHEMA_BASE_URL").map(parse_schema_base).transpose()
 }
 
-fn parse_schema_base(value: Option<String>) -> Result<String, ConfigError> {
-    let Some(value) = value else {
-        return Ok(DEFAULT_SCHEMA_BASE_URL.into());
-    };
+fn parse_schema_base(value: String) -> Result<String, ConfigError> {
     let base = value.trim().trim_end_matches('/');
     let scheme_ok = base.starts_with("https://") || base.starts_with("http://");
     let host_ok = base.split("://").nth(1).is_some_and(|rest| !rest.is_empty());
@@ -84,11 +78,11 @@ mod tests {
 
     #[test]
     fn the_schema_base_url_is_parsed_strictly() {
-        assert_eq!(parse_schema_base(None).unwrap(), DEFAULT_SCHEMA_BASE_URL);
-        let api = Some("https://abc.execute-api.eu-central-1.amazonaws.com/".to_owned());
+        assert_eq!(read_schema_base(&Env::from_pairs::<&str, &str>([])).unwrap(), None);
+        let api = "https://abc.execute-api.eu-central-1.amazonaws.com/".to_owned();
         assert_eq!(parse_schema_base(api).unwrap(), "https://abc.execute-api.eu-central-1.amazonaws.com");
         for bad in ["ftp://x", "https://", "example.org", "https://x/?q=1", "https://x/#f"] {
-            assert!(parse_schema_base(Some(bad.into())).is_err(), "{bad}");
+            assert!(parse_schema_base(bad.into()).is_err(), "{bad}");
         }
     }
 }

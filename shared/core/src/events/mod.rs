@@ -134,20 +134,10 @@ pub fn changed_fields(fields: &[(&'static str, bool)]) -> Vec<&'static str> {
     fields.iter().filter(|(_, changed)| *changed).map(|(name, _)| *name).collect()
 }
 
-impl schemars::JsonSchema for EventType {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "EventType".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
-        schemars::json_schema!({ "type": "string", "enum": names, "description": "The short event type" })
-    }
-}
+crate::inline_schema!(EventType, |_: &mut schemars::SchemaGenerator| {
+    let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names, "description": "The short event type" })
+});
 
 impl fmt::Display for EventType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

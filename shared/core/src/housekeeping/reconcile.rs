@@ -261,16 +261,16 @@ async fn give_back(pool: &Pool, pairs: &[(EventId, String)]) -> Result<(), Dispa
 }
 
 /// An (event, listener) pair still missing its receipt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(inline, deny_unknown_fields)]
 pub struct Unsettled {
     pub event_id: EventId,
     pub listener: String,
     pub started_at: DateTime<Utc>,
     pub restarts: i32,
     pub restarted_at: Option<DateTime<Utc>>,
-    /// Set once the reconciler gave up restarting it: an operator's turn (replay the event for this
-    /// listener).
+    /// Set once the reconciler gave up restarting it: an operator's turn (replay the event for this listener).
     pub stuck_at: Option<DateTime<Utc>>,
 }
 

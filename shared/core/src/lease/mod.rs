@@ -132,6 +132,15 @@ pub struct Queue {
 }
 
 /// `event_outbox`: an event's listener starts.
+/// A queue's [`Queue::name`] in answers: `outbox`, `notifications` or `webhook_deliveries`. Use with
+/// `#[schemars(with = "QueueName")]`.
+pub struct QueueName;
+
+crate::inline_schema!(QueueName, |_: &mut schemars::SchemaGenerator| {
+    let names = [OUTBOX.name, NOTIFICATIONS.name, WEBHOOK_DELIVERIES.name];
+    schemars::json_schema!({ "type": "string", "enum": names })
+});
+
 pub const OUTBOX: Queue = Queue {
     name: "outbox",
     table: "event_outbox",

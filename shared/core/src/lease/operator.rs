@@ -21,9 +21,11 @@ use serde::Serialize;
 use super::{Queue, State, NOTIFICATIONS, OUTBOX, WEBHOOK_DELIVERIES};
 use crate::error::DomainError;
 
-/// What an operator does to a row of any queue (the name is stored in `operator_actions.action`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// What an operator does to a row of any queue.
+// The name is stored in `operator_actions.action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(inline)]
 pub enum ActionKind {
     Retry,
     Replay,

@@ -48,6 +48,11 @@ macro_rules! listener_catalog {
                 }
             }
         }
+
+        // The names, in catalog order.
+        crate::inline_schema!(Listener, |_: &mut schemars::SchemaGenerator| {
+            schemars::json_schema!({ "type": "string", "enum": [$($name,)+] })
+        });
     };
 }
 

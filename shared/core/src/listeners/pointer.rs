@@ -49,6 +49,11 @@ macro_rules! rejections {
                 }
             }
         }
+
+        // The codes, in declaration order.
+        crate::inline_schema!(Rejection, |_: &mut schemars::SchemaGenerator| {
+            schemars::json_schema!({ "type": "string", "enum": [$($name,)+] })
+        });
     };
 }
 

@@ -56,14 +56,16 @@ pub async fn record(client: &impl GenericClient, delivery: &Delivery<'_>, reject
 }
 
 /// One recorded rejection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(inline, deny_unknown_fields)]
 pub struct RejectionRecord {
     pub id: RejectionId,
-    /// The event id the message claimed (it may match no event).
+    /// The event id the message claimed (it may match no event)
     pub event_id: EventId,
     pub workspace_id: WorkspaceId,
     pub listener: String,
+    #[schemars(with = "Rejection")]
     pub reason: String,
     pub transport: String,
     pub message_id: Option<String>,

@@ -27,13 +27,34 @@ use crate::listeners::{is_routed, listeners, Listener};
 /// The most listeners one replay may name (more than any event type routes to).
 const MAX_LISTENERS: usize = 32;
 
-/// A parsed action: what to do, why, and (replay only) which listeners.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A parsed action: what to do, why, and (replay only) which listeners. Its schema is a replay's
+/// body as [`ActionRequest::from_body`] reads it; a retry's or discard's is [`ReasonOnly`].
+#[derive(Debug, Clone, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ActionRequest {
+    // The route's, not the body's.
+    #[serde(skip)]
     pub action: ActionKind,
+    /// Why; required and not blank. Stored in the audit log, never logged.
     pub reason: Reason,
-    /// Replay only: the listeners to start again; `None` means every listener of the event type.
+    /// Replay only: the listeners to start again (each must be routed for the event type); omit to replay all.
+    // `None` means every listener of the event type.
+    #[schemars(length(min = 1, max = MAX_LISTENERS))]
     pub listeners: Option<Vec<Listener>>,
+}
+
+/// The body of a retry or a discard, as [`ActionRequest::from_body`] reads it for an action other
+/// than replay (`listeners` may only be null). Only its schema is used: the parser is what reads
+/// it, and the API fuzzing checks they agree.
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReasonOnly {
+    /// Why; required and not blank. Stored in the audit log, never logged.
+    #[allow(dead_code)]
+    reason: Reason,
+    /// Only replay takes listeners; null is accepted and means none.
+    #[allow(dead_code)]
+    listeners: Option<()>,
 }
 
 impl ActionRequest {
@@ -118,7 +139,7 @@ fn parse_listeners(action: ActionKind, names: &[String]) -> DomainResult<Vec<Lis
 }
 
 /// The audit row of one action, as answered by the API and the CLI (the reason is not echoed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionRecord {
     pub id: OperatorActionId,
@@ -126,13 +147,18 @@ pub struct ActionRecord {
     pub event_id: EventId,
     pub event_type: String,
     pub action: ActionKind,
+    /// The acting admin's member id
     pub actor: String,
+    #[schemars(with = "crate::outbox::OutboxStatus")]
     pub status_before: String,
+    #[schemars(with = "crate::outbox::OutboxStatus")]
     pub status_after: String,
     /// Replay: the listeners started again (all of the event type's when none were named).
     pub listeners: Option<Vec<String>>,
-    /// The bulk request this action was part of (absent for single-row actions).
+    // The bulk request this action was part of (absent for single-row actions). Not in the schema:
+    // the API answers single-row actions only, whose records have none (the CLI prints it).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
     pub batch_id: Option<ulid::Ulid>,
     pub created_at: DateTime<Utc>,
 }

@@ -49,19 +49,29 @@ pub struct BulkRequest<F> {
 }
 
 /// A target left unchanged, with the code of why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(inline)]
 pub struct Skipped<I> {
     pub id: I,
+    #[schemars(with = "SkipCode")]
     pub code: &'static str,
 }
 
+/// A [`Skipped`] target's code: the refusal of the single-row action ([`run`] names them).
+struct SkipCode;
+
+crate::inline_schema!(SkipCode, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({ "type": "string", "enum": ["conflict", "not_found", "invalid"] })
+});
+
 /// What a bulk request matched and did (the same answer for every queue; ids are the queue's row
 /// ids: event ids for the outbox).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BulkAnswer<I> {
-    /// The queue acted on (`outbox`, `notifications`, `webhook_deliveries`).
+    /// The queue acted on
+    #[schemars(with = "crate::lease::QueueName")]
     pub queue: &'static str,
     pub action: ActionKind,
     pub dry_run: bool,
@@ -71,10 +81,11 @@ pub struct BulkAnswer<I> {
     pub sample: Vec<I>,
     /// The batch id on every audit row written (absent for a dry run).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "crate::ids::UlidSchema")]
     pub batch_id: Option<ulid::Ulid>,
     pub applied: usize,
     pub skipped: Vec<Skipped<I>>,
-    /// Matching rows not reached because of `limit` (repeat the request for them).
+    /// Matching rows not reached because of limit (repeat the request for them).
     pub remaining: i64,
 }
 

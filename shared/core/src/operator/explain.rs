@@ -33,30 +33,47 @@ pub const MAX_CAUSED_DEPTH: i32 = 10;
 pub const MAX_ROWS: i64 = 200;
 
 /// One part of an explanation: what it is, which table it comes from, its rows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "ExplainSection")]
 pub struct Section {
+    /// envelope, links, outbox, listeners, deliveries, causes, caused, actions (more may be added)
     pub name: &'static str,
+    /// The table the rows come from
     pub source: &'static str,
+    #[schemars(with = "Vec<SectionRow>")]
     pub rows: Vec<Value>,
-    /// What this section cannot show on this build (absent when it shows everything).
+    /// What this section cannot show on this build
+    // Absent when it shows everything.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String")]
     pub note: Option<&'static str>,
 }
 
+/// A row of a [`Section`]: one JSON object (each section function builds its rows as objects).
+struct SectionRow;
+
+crate::inline_schema!(SectionRow, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({ "type": "object" })
+});
+
 /// An event's whole path.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Explanation {
     pub event_id: EventId,
     pub workspace_id: WorkspaceId,
+    #[schemars(example = "clinic.appointment.created.v1")]
     pub published_name: String,
-    /// The trace the event was committed in (32 hex), to open it in a trace viewer; absent for events
-    /// committed outside a traced request or before traces were stored.
+    /// The trace the event was committed in (absent for events committed outside a traced request).
+    // 32 hex, to open it in a trace viewer; also absent for events stored before traces were.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "String", pattern(r"^[0-9a-f]{32}$"))]
     pub trace_id: Option<String>,
-    /// The full W3C `traceparent` stored with the event (the span that committed it).
+    /// The W3C trace context stored with the event.
+    // The span that committed it.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "crate::telemetry::traceparent::TraceParent")]
     pub traceparent: Option<String>,
     pub sections: Vec<Section>,
 }

@@ -20,25 +20,42 @@ use crate::listeners::{listeners, Listener};
 use crate::outbox::OutboxStatus;
 
 /// Which rows to select. `before` is the keyset position of a newest-first listing (an event id).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Its schema is the `filter` object of an outbox bulk body, as [`OutboxFilter::parse`] reads it
+/// (the route refuses a field that is not a string, so no field is nullable); `workspace` and
+/// `before` are the caller's. A bulk request names at least one field (`minProperties`); `to` after
+/// `from` is a rule between two fields, documented in tests/fuzz-api.hooks.py.
+#[derive(Debug, Clone, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[schemars(extend("minProperties" = 1), transform = without_defaults)]
 pub struct OutboxFilter {
-    /// Scope to one workspace (always set over HTTP).
+    // Scope to one workspace (always set over HTTP).
+    #[serde(skip)]
     pub workspace: Option<WorkspaceId>,
+    #[schemars(with = "OutboxStatus")]
     pub status: Option<OutboxStatus>,
+    #[schemars(with = "EventType")]
     pub event_type: Option<EventType>,
-    /// Only rows created at least this long ago.
+    // Only rows created at least this long ago.
+    #[schemars(with = "super::Age")]
     pub older_than: Option<Duration>,
-    /// Only rows whose event id sorts before this one (the next page of a newest-first listing).
+    // Only rows whose event id sorts before this one (the next page of a newest-first listing).
+    #[serde(skip)]
     pub before: Option<EventId>,
-    /// Only events routed to this listener.
+    /// Events routed to this listener
+    #[schemars(with = "Listener")]
     pub listener: Option<Listener>,
-    /// Only rows whose `last_error_code` is this code.
+    // Only rows whose `last_error_code` is this code.
+    #[schemars(with = "ErrorCode")]
     pub error_code: Option<String>,
-    /// Only rows created at or after this time.
+    // Only rows created at or after this time.
+    #[schemars(with = "DateTime<Utc>")]
     pub from: Option<DateTime<Utc>>,
-    /// Only rows created before this time.
+    // Only rows created before this time.
+    #[schemars(with = "DateTime<Utc>")]
     pub to: Option<DateTime<Utc>>,
-    /// Only events linked to this resource (any timeline link).
+    // Only events linked to this resource (any timeline link).
+    #[schemars(with = "crate::domain::schema::ApiUlid")]
     pub resource_id: Option<ulid::Ulid>,
 }
 
@@ -168,6 +185,27 @@ pub(super) fn parse_older_than(
 pub(super) fn age_seconds(age: Duration) -> f64 {
     age.min(MAX_AGE).as_secs_f64()
 }
+
+/// Drops the `default` a filter's schema gets from `#[serde(default)]`: an absent field has no value
+/// (it matches everything), and null is not one.
+pub(super) fn without_defaults(schema: &mut schemars::Schema) {
+    if let Some(properties) = schema.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        for property in properties.values_mut().filter_map(serde_json::Value::as_object_mut) {
+            property.remove("default");
+        }
+    }
+}
+
+/// An error code as [`parse_error_code`] reads it (`errorCode`). Use with
+/// `#[schemars(with = "ErrorCode")]`.
+pub struct ErrorCode;
+
+crate::inline_schema!(ErrorCode, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": format!("^[A-Za-z0-9_.:-]{{1,{MAX_CODE_CHARS}}}$")
+    })
+});
 
 /// `errorCode`: letters, digits and `_-.:`, at most [`MAX_CODE_CHARS`].
 pub(super) fn parse_error_code(get: &impl Fn(&str) -> Option<String>) -> Result<Option<String>, FieldError> {

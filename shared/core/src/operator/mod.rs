@@ -50,15 +50,18 @@ use std::time::Duration;
 use crate::domain::input::FieldError;
 use crate::ids::MemberId;
 
-pub use actions::{perform, perform_in_batch, recorded, ActionRecord, ActionRequest};
+pub use actions::{perform, perform_in_batch, recorded, ActionRecord, ActionRequest, ReasonOnly};
 pub use bulk::{BulkAnswer, BulkRequest};
 pub use explain::{explain, Explanation, Section};
-pub use filter::OutboxFilter;
+pub use filter::{ErrorCode, OutboxFilter};
 pub use query::{
     explain_list, explain_stats, list, overview, show, stats, ActionHistory, ListenerStart, OutboxDetail,
     OutboxItem, Overview, Stats, DISPATCHED_COUNT_LIMIT,
 };
-pub use queue::{Notifications, OperatedQueue, Outbox, QueueRow, RowActionRecord, WebhookDeliveries};
+pub use queue::{
+    NotificationAction, NotificationFilter, Notifications, OperatedQueue, Outbox, QueueRow, RowActionRecord,
+    WebhookDeliveries,
+};
 pub use row_filter::RowFilter;
 
 /// The longest reason kept, in characters.
@@ -86,6 +89,30 @@ impl Reason {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// At least one character that is not white space (white space as Rust's `trim` sees it); a NUL is
+/// allowed (stored as U+FFFD).
+const NOT_BLANK: &str = r"[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+
+/// A reason as [`Reason::parse`] reads it.
+impl schemars::JsonSchema for Reason {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "OperatorReason".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_REASON_CHARS,
+            "pattern": NOT_BLANK
+        })
     }
 }
 
@@ -141,6 +168,18 @@ pub fn parse_age(text: &str) -> Option<Duration> {
     };
     Some(Duration::from_secs(seconds))
 }
+
+/// An age as [`parse_age`] reads it (`olderThan`). Use with `#[schemars(with = "Age")]`.
+pub struct Age;
+
+crate::inline_schema!(Age, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": "^[0-9]{1,9}[smhd]?$",
+        "examples": ["15m"],
+        "description": "An age: seconds, or a number with s, m, h or d."
+    })
+});
 
 #[cfg(test)]
 mod tests {

@@ -30,8 +30,9 @@ use crate::listeners::{listeners, Listener};
 pub use crate::outbox::HELD_CODE;
 
 /// A paused listener and what it holds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "PausedListener")]
 pub struct Paused {
     pub listener: String,
     pub paused_by: String,
@@ -41,18 +42,26 @@ pub struct Paused {
 }
 
 /// The answer to a pause or a resume.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PauseRecord {
     pub id: crate::ids::OperatorActionId,
     pub workspace_id: WorkspaceId,
     pub listener: String,
+    #[schemars(with = "PauseAction")]
     pub action: &'static str,
     pub actor: String,
     /// Resume: held rows made due again.
     pub released: i64,
     pub created_at: DateTime<Utc>,
 }
+
+/// A [`PauseRecord`]'s `action`: `pause` or `resume` (the names [`pause`] and [`resume`] record).
+struct PauseAction;
+
+crate::inline_schema!(PauseAction, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({ "type": "string", "enum": ["pause", "resume"] })
+});
 
 const PAUSE: &str = "INSERT INTO listener_pauses (workspace_id, listener, paused_by) VALUES ($1, $2, $3) \
      ON CONFLICT DO NOTHING";

@@ -14,18 +14,23 @@ use crate::ids::{EventId, OperatorActionId, WorkspaceId};
 use crate::outbox::OutboxStatus;
 
 /// One outbox row as operators see it: ids, type names, status, counters, times and error codes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OutboxItem {
     pub event_id: EventId,
     pub workspace_id: WorkspaceId,
     #[serde(rename = "type")]
+    #[schemars(with = "EventType")]
     pub event_type: String,
-    /// The published name `clinic.<type>.v<version>`, beside the short type.
+    /// The published name clinic.<type>.v<version>, beside the short type
     pub published_name: String,
+    #[schemars(with = "crate::events::ResourceType")]
     pub resource_type: String,
+    #[schemars(with = "crate::ids::UlidSchema")]
     pub resource_id: String,
+    #[schemars(with = "OutboxStatus")]
     pub status: String,
+    #[schemars(range(min = 0))]
     pub attempts: i32,
     pub available_at: DateTime<Utc>,
     pub last_error_code: Option<String>,
@@ -234,24 +239,22 @@ pub async fn show(
 }
 
 /// Counts for `clinic outbox stats`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Stats {
-    /// Rows by status; every status is listed, with 0 when it has none. Exact for every status but
-    /// `dispatched`, which is counted up to [`DISPATCHED_COUNT_LIMIT`] (see `dispatched_capped`).
+    /// Rows by status; every status is listed, with 0 when it has none. Exact for every status but dispatched, which is counted up to a limit (see dispatchedCapped).
+    // The limit is DISPATCHED_COUNT_LIMIT.
     pub by_status: BTreeMap<String, i64>,
-    /// True when there are at least [`DISPATCHED_COUNT_LIMIT`] dispatched rows and
-    /// `by_status.dispatched` shows that limit: the history of delivered events is not counted in
-    /// full, so stats cost the same at any history size.
+    /// True when byStatus.dispatched shows the counting limit: there are at least that many dispatched rows (the history of delivered events is not counted in full, so the figures cost the same at any history size).
     pub dispatched_capped: bool,
-    /// How long the oldest due row has waited (see [`crate::outbox::lag::oldest_pending_age_ms`]); 0
-    /// when nothing is due.
+    /// How long the oldest due row has waited, in milliseconds; 0 when nothing is due.
+    // See crate::outbox::lag::oldest_pending_age_ms.
     pub oldest_pending_age_ms: i64,
-    /// Age of the oldest dispatched event still missing a listener's receipt — the
-    /// `OldestUnsettledAgeMs` metric, read by the same function ([`crate::outbox::lag::read_ages`]), so
-    /// it is deployment-wide even when the other figures are one workspace's. 0 when all are settled.
+    /// Age of the oldest dispatched event still missing a listener's receipt, deployment-wide: the OldestUnsettledAgeMs metric (0 when every start is settled)
+    // Read by the metric's own function (crate::outbox::lag::read_ages), so it is deployment-wide
+    // even when the other figures are one workspace's.
     pub oldest_unsettled_age_ms: i64,
-    /// `dead` rows by `last_error_code` (`none` when a row has no code).
+    /// Dead rows by their last error code (none when a row has no code).
     pub dead_by_error_code: BTreeMap<String, i64>,
 }
 
@@ -324,12 +327,12 @@ pub async fn stats(
 }
 
 /// The console's overview: the stats, the oldest live row's age, and the paused listeners.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Overview {
     #[serde(flatten)]
     pub stats: Stats,
-    /// Age of the oldest live row (`pending`, `claimed`, `retry`, due or not), 0 when none.
+    /// Age of the oldest live row (pending, claimed or retry, due or not), in milliseconds; 0 when none.
     pub oldest_live_age_ms: i64,
     pub paused_listeners: Vec<super::pause::Paused>,
 }

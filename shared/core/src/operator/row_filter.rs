@@ -24,6 +24,17 @@ use crate::listeners::Listener;
 /// The longest template name a filter takes.
 const MAX_TEMPLATE_CHARS: usize = 64;
 
+/// A template name as [`RowFilter::parse`] reads it (`template`). Use with
+/// `#[schemars(with = "TemplateName")]`.
+pub struct TemplateName;
+
+crate::inline_schema!(TemplateName, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": format!("^[a-z0-9_.]{{1,{MAX_TEMPLATE_CHARS}}}$")
+    })
+});
+
 /// Which rows of a notification or webhook delivery queue to select.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RowFilter {

@@ -110,3 +110,9 @@ impl OutboxStatus {
         Self::ALL.iter().copied().find(|status| status.as_str() == name)
     }
 }
+
+// The stored names, in [`OutboxStatus::ALL`] order.
+crate::inline_schema!(OutboxStatus, |_: &mut schemars::SchemaGenerator| {
+    let names: Vec<&str> = OutboxStatus::ALL.iter().map(|status| status.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+});

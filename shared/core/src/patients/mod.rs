@@ -22,9 +22,10 @@ use serde_json::Value;
 use crate::context::Ctx;
 use crate::db::Tx;
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
-use crate::domain::contact::{parse_set, Channel, MessageKind};
+use crate::domain::contact::{parse_set, Channel, MessageKind, MAX_SET_ITEMS};
 use crate::domain::input::{FieldError, Fields};
-use crate::domain::values::{parse_date_of_birth, Email, Name, Phone};
+use crate::domain::schema::ExpectedVersion;
+use crate::domain::values::{parse_date_of_birth, DateOfBirth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
 use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
@@ -34,7 +35,7 @@ use crate::workspaces::TimeZone;
 
 /// A patient as stored and as answered. Names and contact details are health data: this type is
 /// never logged and never put into an event.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Patient {
     pub id: PatientId,
@@ -44,27 +45,33 @@ pub struct Patient {
     pub email: Option<String>,
     pub phone: Option<String>,
     pub date_of_birth: Option<NaiveDate>,
+    #[schemars(range(min = 1))]
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// Contact preferences (DESIGN §5e): the channels the patient consented to (empty: no consent,
-    /// nothing is sent), the kinds of message they opted out of, and their IANA time zone (`None`:
-    /// the workspace's). Not personal free text: a closed vocabulary and a zone name.
+    // Contact preferences (DESIGN §5e): not personal free text, a closed vocabulary and a zone name.
+    /// The channels the patient consented to (an empty list: no consent, nothing is sent).
     pub contact_channels: Vec<Channel>,
+    /// The kinds of message the patient opted out of (change_notice = reschedule or cancellation notice).
     pub contact_opt_outs: Vec<MessageKind>,
+    /// The patient's IANA time zone; null: the workspace's. Quiet hours are read in this zone.
     pub time_zone: Option<String>,
 }
 
 /// The fields of a patient the patient may change themselves (with their own token).
 pub const CONTACT_PREFERENCE_FIELDS: &[&str] = &["contactChannels", "contactOptOuts", "timeZone"];
 
-/// `POST /v1/patients`, parsed.
-#[derive(Debug, Clone)]
+/// `POST /v1/patients`, parsed. Its schema is the body [`NewPatient::try_from`] reads.
+#[derive(Debug, Clone, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewPatient {
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters.
     given_name: Name,
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters.
     family_name: Name,
     email: Option<Email>,
     phone: Option<Phone>,
+    #[schemars(with = "Option<DateOfBirth>")]
     date_of_birth: Option<NaiveDate>,
 }
 
@@ -86,18 +93,56 @@ impl TryFrom<Value> for NewPatient {
     }
 }
 
-/// `PATCH /v1/patients/{id}`, parsed: any subset of fields; `null` clears an optional one.
-#[derive(Debug, Clone, Default)]
+/// `PATCH /v1/patients/{id}`, parsed: any subset of fields; `null` clears an optional one. Its schema
+/// is the body [`PatientChanges::try_from`] reads:
+/// - a field that can be cleared is an `Option<Option<_>>`: absent, null (clear) or a value;
+/// - a field that cannot (null is refused) is read `with` its value's schema and `default`: absent or
+///   a value (`skip_serializing_if` only keeps `schemars` from publishing `null` as its default);
+/// - at least one of [`CHANGEABLE_FIELDS`] is present (the schema's `anyOf`).
+#[derive(Debug, Clone, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = at_least_one_change)]
 pub struct PatientChanges {
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters. Cannot be cleared (null is refused).
+    #[schemars(with = "Name")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     given_name: Option<Name>,
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters. Cannot be cleared (null is refused).
+    #[schemars(with = "Name")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     family_name: Option<Name>,
     email: Option<Option<Email>>,
     phone: Option<Option<Phone>>,
+    #[schemars(with = "Option<DateOfBirth>")]
     date_of_birth: Option<Option<NaiveDate>>,
+    /// The channels the patient consented to (an empty list: no consent, nothing is sent). Duplicates are ignored; null is refused (an empty list clears it). A patient's own token may change only contactChannels, contactOptOuts and timeZone (any other field answers 403).
+    #[schemars(with = "Vec<Channel>", length(max = MAX_SET_ITEMS))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     contact_channels: Option<Vec<Channel>>,
+    /// The kinds of message the patient opted out of (change_notice = reschedule or cancellation notice). Duplicates are ignored; null is refused (an empty list clears it). A patient's own token may change only contactChannels, contactOptOuts and timeZone (any other field answers 403).
+    #[schemars(with = "Vec<MessageKind>", length(max = MAX_SET_ITEMS))]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     contact_opt_outs: Option<Vec<MessageKind>>,
+    /// The patient's IANA time zone (Europe/Lisbon); null falls back to the workspace's. Quiet hours are read in this zone. A patient's own token may change only contactChannels, contactOptOuts and timeZone (any other field answers 403).
     time_zone: Option<Option<TimeZone>>,
+    #[schemars(with = "Option<ExpectedVersion>")]
     expected_version: Option<i32>,
+}
+
+/// The fields a patient's change must name at least one of (`expectedVersion` alone changes
+/// nothing): the fields a `patient.updated` event may name.
+pub const CHANGEABLE_FIELDS: &[&str] = EventType::PatientUpdated.changeable_fields();
+
+/// [`PatientChanges`]' schema names at least one of [`CHANGEABLE_FIELDS`], as its parser requires.
+fn at_least_one_change(schema: &mut schemars::Schema) {
+    at_least_one_of(schema, CHANGEABLE_FIELDS);
+}
+
+/// Adds to a change body's `schema` that it names at least one of `fields` (`anyOf` of one
+/// `required` each), the rule of a parser refusing a body that changes nothing.
+pub(crate) fn at_least_one_of(schema: &mut schemars::Schema, fields: &[&str]) {
+    let any_of: Vec<Value> = fields.iter().map(|field| serde_json::json!({ "required": [field] })).collect();
+    schema.insert("anyOf".into(), any_of.into());
 }
 
 impl TryFrom<Value> for PatientChanges {
@@ -360,5 +405,30 @@ fn patient_event(event_type: EventType, patient: &Patient) -> NewEvent {
         occurred_at: patient.updated_at,
         also_links: Vec::new(),
         changed_fields: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The schema's `anyOf` ([`CHANGEABLE_FIELDS`]) and the parser agree: each field alone is a
+    /// change, `expectedVersion` alone is none.
+    #[test]
+    fn a_change_names_at_least_one_changeable_field() {
+        let values =
+            [json!("Ada"), json!("Lovelace"), json!(null), json!(null), json!(null), json!([]), json!([])];
+        assert_eq!(CHANGEABLE_FIELDS.len(), values.len() + 1);
+        for (field, value) in CHANGEABLE_FIELDS.iter().zip(values.into_iter().chain([json!(null)])) {
+            let body = Value::Object([(field.to_string(), value)].into_iter().collect());
+            assert!(PatientChanges::try_from(body).is_ok(), "{field}");
+        }
+        let version_only = PatientChanges::try_from(json!({ "expectedVersion": 1 }));
+        assert_eq!(version_only.unwrap_err().field, "body");
+        for field in ["givenName", "familyName", "contactChannels", "contactOptOuts"] {
+            let null = Value::Object([(field.to_string(), Value::Null)].into_iter().collect());
+            assert_eq!(PatientChanges::try_from(null).unwrap_err().field, field, "null {field}");
+        }
     }
 }

@@ -13,15 +13,16 @@ use serde_json::Value;
 use crate::context::Ctx;
 use crate::db::Tx;
 use crate::domain::input::{FieldError, Fields};
+use crate::domain::schema::ExpectedVersion;
 use crate::domain::values::{Name, Specialty};
 use crate::error::{DomainError, DomainResult};
 use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PractitionerId, WorkspaceId};
-use crate::patients::check_version;
+use crate::patients::{at_least_one_of, check_version};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Practitioner {
     pub id: PractitionerId,
@@ -35,10 +36,13 @@ pub struct Practitioner {
     pub updated_at: DateTime<Utc>,
 }
 
-/// `POST /v1/practitioners`, parsed.
-#[derive(Debug, Clone)]
+/// `POST /v1/practitioners`, parsed. Its schema is the body [`NewPractitioner::try_from`] reads.
+#[derive(Debug, Clone, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewPractitioner {
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters.
     display_name: Name,
+    /// Optional; when given: not blank, no NUL, at most 200 characters.
     specialty: Option<Specialty>,
 }
 
@@ -62,13 +66,36 @@ impl TryFrom<Value> for NewPractitioner {
 }
 
 /// `PATCH /v1/practitioners/{id}`, parsed: any subset of `displayName`, `specialty` (null clears it)
-/// and `active`, plus an optional `expectedVersion`.
-#[derive(Debug, Clone, Default)]
+/// and `active`, plus an optional `expectedVersion`. Its schema is the body
+/// [`PractitionerChanges::try_from`] reads, written as [`crate::patients::PatientChanges`]' is (a
+/// field that cannot be cleared: `with` its value and `default`, never null); at least one of
+/// [`CHANGEABLE_FIELDS`].
+#[derive(Debug, Clone, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = at_least_one_change)]
 pub struct PractitionerChanges {
+    /// Not blank (at least one character that is not white space), no NUL, at most 200 characters. Cannot be cleared (null is refused).
+    #[schemars(with = "Name")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     display_name: Option<Name>,
+    /// Optional; when given: not blank, no NUL, at most 200 characters; null clears it.
     specialty: Option<Option<Specialty>>,
+    /// False deactivates the practitioner (no new bookings); true activates it again. Null is refused.
+    #[schemars(with = "bool")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     active: Option<bool>,
+    #[schemars(with = "Option<ExpectedVersion>")]
     expected_version: Option<i32>,
+}
+
+/// The fields a practitioner's change must name at least one of (`expectedVersion` alone changes
+/// nothing): the fields a `practitioner.updated` event may name.
+pub const CHANGEABLE_FIELDS: &[&str] = EventType::PractitionerUpdated.changeable_fields();
+
+/// [`PractitionerChanges`]' schema names at least one of [`CHANGEABLE_FIELDS`], as its parser
+/// requires.
+fn at_least_one_change(schema: &mut schemars::Schema) {
+    at_least_one_of(schema, CHANGEABLE_FIELDS);
 }
 
 impl TryFrom<Value> for PractitionerChanges {
@@ -168,4 +195,28 @@ pub async fn update(
     };
     let envelope = append(tx, &ctx.cause, event).await?;
     Ok((practitioner, envelope))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The schema's `anyOf` ([`CHANGEABLE_FIELDS`]) and the parser agree: each field alone is a
+    /// change, `expectedVersion` alone is none; `displayName` and `active` refuse null.
+    #[test]
+    fn a_change_names_at_least_one_changeable_field() {
+        assert_eq!(CHANGEABLE_FIELDS, ["displayName", "specialty", "active"]);
+        for body in
+            [json!({ "displayName": "Dr Who" }), json!({ "specialty": null }), json!({ "active": false })]
+        {
+            assert!(PractitionerChanges::try_from(body.clone()).is_ok(), "{body}");
+        }
+        let version_only = PractitionerChanges::try_from(json!({ "expectedVersion": 1 }));
+        assert_eq!(version_only.unwrap_err().field, "body");
+        for field in ["displayName", "active"] {
+            let null = Value::Object([(field.to_string(), Value::Null)].into_iter().collect());
+            assert_eq!(PractitionerChanges::try_from(null).unwrap_err().field, field, "null {field}");
+        }
+    }
 }

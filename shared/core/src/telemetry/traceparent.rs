@@ -179,23 +179,13 @@ impl<'de> serde::Deserialize<'de> for TraceParent {
     }
 }
 
-impl schemars::JsonSchema for TraceParent {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "TraceParent".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "pattern": PATTERN,
-            "description": "W3C trace context of the request that committed the event (CloudEvents distributed-tracing extension)"
-        })
-    }
-}
+crate::inline_schema!(TraceParent, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "pattern": PATTERN,
+        "description": "W3C trace context of the request that committed the event (CloudEvents distributed-tracing extension)"
+    })
+});
 
 /// The pattern a stored or sent `traceparent` matches (also the `events.traceparent` CHECK).
 pub const PATTERN: &str = "^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$";

@@ -68,6 +68,12 @@ impl Refused {
     }
 }
 
+/// The longest endpoint URL, in bytes (a URL [`EndpointUrl::parse`] accepts is ASCII: one byte is one
+/// character).
+const MAX_URL_LEN: usize = 2000;
+/// The shortest URL [`EndpointUrl::parse`] can accept (`http://a`); a bound for the schema only.
+const MIN_URL_LEN: usize = 8;
+
 /// A parsed endpoint URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointUrl {
@@ -80,7 +86,7 @@ pub struct EndpointUrl {
 
 impl EndpointUrl {
     pub fn parse(text: &str) -> Result<EndpointUrl, Refused> {
-        if text.len() > 2000
+        if text.len() > MAX_URL_LEN
             || text.chars().any(|c| c.is_whitespace() || c.is_control())
             || text.contains('#')
         {
@@ -105,6 +111,17 @@ impl EndpointUrl {
         Ok(EndpointUrl { https, host, port, path: if path.is_empty() { "/".into() } else { path } })
     }
 }
+
+// The schema of a URL field as a request states it: [`EndpointUrl::parse`]'s bounds. The addresses
+// are checked when it is saved ([`check_url`]), which no schema can state.
+crate::inline_schema!(EndpointUrl, |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "format": "uri",
+        "minLength": MIN_URL_LEN,
+        "maxLength": MAX_URL_LEN,
+    })
+});
 
 /// Where one attempt connects: the checked address, and the URL it stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -37,7 +37,6 @@
 //! Over 500 lines only with its tests; the code above them is under 500.
 
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -467,28 +466,14 @@ fn read(path: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
     Ok(raw)
 }
 
-/// Writes a fresh key to a private temporary file (0600) and links it into place, so a concurrent
-/// first use never reads a half-written key: whoever links first wins, the other reads that one.
+/// Makes the local key file with a fresh key ([`crate::private_file::create_once`]): concurrent first
+/// uses agree, as whoever links first wins and the others read that key.
 fn create(path: &Path) -> Result<[u8; KEY_BYTES], KeyError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        std::fs::create_dir_all(folder).map_err(io(folder))?;
-    }
     let mut key = [0u8; KEY_BYTES];
     rand::rng().fill_bytes(&mut key);
-    let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
-    let written = (|| {
-        let mut file =
-            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&temporary)?;
-        file.write_all(&key)?;
-        file.sync_all()?;
-        std::fs::hard_link(&temporary, path)
-    })();
-    let _ = std::fs::remove_file(&temporary);
-    match written {
-        Ok(()) => Ok(key),
-        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => read(path),
-        Err(error) => Err(KeyError::Io { path: path.to_owned(), source: error }),
+    match crate::private_file::create_once(path, &key).map_err(io(path))? {
+        crate::private_file::Created::Made => Ok(key),
+        crate::private_file::Created::Existing => read(path),
     }
 }
 
@@ -690,5 +675,30 @@ mod tests {
         let invalid = WebhookKey::load(&KeySource::File(text)).unwrap_err();
         assert!(matches!(invalid, KeyError::Invalid { .. }), "{invalid}");
         std::fs::remove_dir_all(&folder).unwrap();
+    }
+
+    /// Concurrent first uses in one process (two local commands' threads, or two tests) agree on one
+    /// key and leave no temporary file behind.
+    #[test]
+    fn concurrent_first_uses_of_the_local_key_file_agree_on_one_key() {
+        for _ in 0..20 {
+            let folder = std::env::temp_dir().join(format!("clinic-key-{}", ulid::Ulid::generate()));
+            let path = folder.join("webhook-secret-key");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        WebhookKey::load(&KeySource::LocalFile(path))
+                    })
+                })
+                .collect();
+            let keys: Vec<WebhookKey> = threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect();
+            let kept = WebhookKey::load(&KeySource::File(path.clone())).unwrap();
+            assert!(keys.iter().all(|key| *key == kept), "every first use has the file's key");
+            assert_eq!(std::fs::read_dir(&folder).unwrap().count(), 1, "only the key file stays");
+            std::fs::remove_dir_all(&folder).unwrap();
+        }
     }
 }

@@ -13,7 +13,8 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 
-const PREFIX: &str = "whsec_";
+/// What a secret's text starts with.
+pub const PREFIX: &str = "whsec_";
 const KEY_BYTES: usize = 32;
 
 /// A signing secret (`whsec_…`).

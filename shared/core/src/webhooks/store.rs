@@ -231,14 +231,21 @@ static HEALTH: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// Disables endpoints failing for longer than `$1` hours (status `off`); answers the ones it
-/// disabled with the status each had.
-const AUTO_DISABLE: &str = "WITH before AS ( \
-       SELECT id, status FROM webhook_endpoints \
-       WHERE enabled AND failing_since < now() - $1::float8 * interval '1 hour' FOR UPDATE SKIP LOCKED) \
+/// disabled with the status each showed ([`super::endpoints::STATUS_SEEN`]: `off` already while the
+/// fan-out is paused, so the audit records no change). An endpoint a pause holds is skipped until
+/// the next round, never waited for.
+static AUTO_DISABLE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "WITH before AS ( \
+       SELECT w.id, {seen} AS status FROM webhook_endpoints w \
+       WHERE w.enabled AND w.failing_since < now() - $1::float8 * interval '1 hour' FOR UPDATE OF w SKIP LOCKED) \
      UPDATE webhook_endpoints w SET enabled = false, disabled_at = now(), status = 'off', \
        disabled_reason = 'failing', version = version + 1, updated_at = now() \
      FROM before WHERE w.id = before.id \
-     RETURNING w.id, w.workspace_id, before.status";
+     RETURNING w.id, w.workspace_id, before.status",
+        seen = super::endpoints::STATUS_SEEN
+    )
+});
 
 /// Records an attempt's health and audits a status change it caused (actor `system`).
 pub async fn record_health(
@@ -248,6 +255,9 @@ pub async fn record_health(
     error_after: std::time::Duration,
 ) -> Result<(), tokio_postgres::Error> {
     let seconds = error_after.as_secs_f64();
+    // Locked first, on its own: the statement below then reads a pause of the fan-out committed
+    // while it waited (endpoints::audit_fan_out_pause holds every endpoint's lock).
+    super::endpoints::lock_for_status(client, endpoint).await?;
     if let Some(row) = sql::query_opt(client, &HEALTH, &[&endpoint, &ok, &seconds]).await? {
         let (workspace, from, to): (WorkspaceId, String, String) = (row.get(0), row.get(1), row.get(2));
         super::endpoints::audit_status(client, workspace, endpoint, &from, &to, "system").await?;
@@ -269,7 +279,7 @@ pub async fn auto_disable(
     client: &impl GenericClient,
     after_hours: f64,
 ) -> Result<Vec<AutoDisabled>, tokio_postgres::Error> {
-    let rows = sql::query(client, AUTO_DISABLE, &[&after_hours]).await?;
+    let rows = sql::query(client, &AUTO_DISABLE, &[&after_hours]).await?;
     Ok(rows
         .iter()
         .map(|row| AutoDisabled { endpoint: row.get(0), workspace: row.get(1), previous_status: row.get(2) })
@@ -306,16 +316,20 @@ pub async fn recover(
     sql::execute(client, &RECOVER, &[&workspace, &endpoint, &since]).await
 }
 
-/// One delivery as listed (ids, codes and counters only).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One delivery as listed (ids, codes and counters only). Its schema is the component
+/// `WebhookDelivery`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookDelivery")]
 pub struct DeliveryItem {
     pub id: WebhookDeliveryId,
     pub endpoint_id: WebhookEndpointId,
-    /// The delivery's number in its endpoint's sequence.
+    /// The delivery's number in its endpoint's sequence
+    #[schemars(range(min = 1))]
     pub sequence: i64,
     pub event_id: EventId,
     pub event_type: String,
+    #[schemars(extend("enum" = WEBHOOK_DELIVERIES.statuses()))]
     pub status: String,
     pub attempts: i32,
     pub last_status: Option<i32>,
@@ -364,24 +378,28 @@ pub async fn sweep_delivered(
     sql::execute(client, SWEEP, &[&retention_hours, &batch]).await
 }
 
-/// One numbered delivery as a receiver replays it (ids, codes and times only).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One numbered delivery as a receiver replays it (ids, codes and times only). Its schema is the
+/// component `WebhookNumberedDelivery`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookNumberedDelivery")]
 pub struct Numbered {
-    /// The delivery's number (the CloudEvents `sequence`, here as an integer).
+    /// The delivery's number (the CloudEvents `sequence` of its body, there zero-padded)
+    #[schemars(range(min = 1))]
     pub sequence: i64,
-    /// The `webhook-id` the delivery is (or was) sent with.
+    /// The `webhook-id` the delivery is (or was) sent with
     pub webhook_id: WebhookDeliveryId,
     pub event_id: EventId,
-    /// The CloudEvents `type` (the published name, e.g. `clinic.appointment.created.v1`).
+    /// The CloudEvents type, e.g. clinic.appointment.created.v1
     #[serde(rename = "type")]
     pub event_type: String,
-    /// The event's resource (`appointment`, `patient`, …) and its id.
+    /// The event's resource (appointment, patient, practitioner)
     pub resource_type: Option<String>,
-    /// A ULID, like every id the API answers.
+    /// The event's resource id (a ULID, like every id the API answers)
     pub resource_id: Option<String>,
     pub occurred_at: Option<DateTime<Utc>>,
-    /// The delivery's state now (`pending`, `sending`, `retry`, `delivered`, `failed`).
+    /// The delivery's state now
+    #[schemars(extend("enum" = WEBHOOK_DELIVERIES.statuses()))]
     pub status: String,
 }
 

@@ -17,19 +17,6 @@ use clinic_http::auth::Role;
 use clinic_testkit::app::{token, TestApp, TEST_SECRET};
 use serde_json::{json, Value};
 
-async fn created_event(app: &TestApp, appointment: &Value) -> Envelope {
-    let id: ulid::Ulid = appointment["id"].as_str().unwrap().parse().unwrap();
-    let conn = app.db.client().await;
-    let row = conn
-        .query_one(
-            "SELECT id FROM events WHERE type = 'appointment.created' AND resource_id = $1",
-            &[&uuid::Uuid::from(id)],
-        )
-        .await
-        .unwrap();
-    clinic_core::events::read::find(&conn, row.get(0)).await.unwrap().unwrap()
-}
-
 /// The public base URL of the links in these tests.
 const BASE: &str = "https://api.clinic.test";
 
@@ -70,7 +57,7 @@ impl Scene {
             (format!("2031-05-01T{:02}:00:00Z", self.hour), format!("2031-05-01T{:02}:30:00Z", self.hour));
         let staff = self.app.workspace.staff.clone();
         let appointment = self.app.book(&staff, &self.patient, &self.practitioner, &starts, &ends).await;
-        let created = created_event(&self.app, &appointment).await;
+        let created = self.app.created_event(&appointment).await;
         let outcome = listeners::run(&self.app.state.pool, Listener::PatientBookingConfirmation, &created)
             .await
             .unwrap();

@@ -23,4 +23,5 @@ mod support;
 mod waiting;
 mod walk;
 mod webhook_numbering;
+mod webhook_status_seen;
 mod webhook_throttle;

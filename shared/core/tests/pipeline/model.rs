@@ -523,13 +523,16 @@ impl ModelWalk for Walk {
         }
     }
 
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.actions.len(),
-            self.actions
-        )
+    fn name(&self) -> &'static str {
+        "model walk"
+    }
+
+    fn seed(&self) -> String {
+        self.seed.to_string()
+    }
+
+    fn actions(&self) -> &[Action] {
+        &self.actions
     }
 
     /// Runs one action and updates the model; `Err` names a broken expectation.

@@ -371,14 +371,16 @@ impl ModelWalk for Walk {
         }
     }
 
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "notification model walk failed: MODEL_SEED={} (resend: {}) step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.resend,
-            self.actions.len(),
-            self.actions
-        )
+    fn name(&self) -> &'static str {
+        "notification model walk"
+    }
+
+    fn seed(&self) -> String {
+        format!("{} (resend: {})", self.seed, self.resend)
+    }
+
+    fn actions(&self) -> &[Action] {
+        &self.actions
     }
 
     async fn act(&mut self, action: Action) -> Result<(), String> {

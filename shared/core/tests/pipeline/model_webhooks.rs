@@ -22,6 +22,7 @@
 //! machine read together, like the outbox walk's.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,7 +86,20 @@ struct Seen {
 /// A receiver on 127.0.0.1 answering what the walk chose; it reads each row's lease at call time.
 struct Receiver {
     url: String,
+    address: std::net::SocketAddr,
     seen: Arc<Mutex<Seen>>,
+    /// Requests accepted and not yet judged (their lease read and recorded).
+    judging: Arc<AtomicUsize>,
+}
+
+/// One accepted request being judged: counted from its accept until it is recorded (or its
+/// connection ends first).
+struct Judging(Arc<AtomicUsize>);
+
+impl Drop for Judging {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 const LEASE_VALID: &str =
@@ -94,20 +108,51 @@ const LEASE_VALID: &str =
 impl Receiver {
     async fn start(pool: deadpool_postgres::Pool) -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
-        let url = format!("http://{}/hook", listener.local_addr().expect("an address"));
+        let address = listener.local_addr().expect("an address");
+        let url = format!("http://{address}/hook");
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let state = seen.clone();
+        let judging = Arc::new(AtomicUsize::new(0));
+        let (state, counter) = (seen.clone(), judging.clone());
         tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (state, pool) = (state.clone(), pool.clone());
-                tokio::spawn(async move { serve(stream, state, pool).await });
+                counter.fetch_add(1, Ordering::SeqCst);
+                let (state, pool, judging) = (state.clone(), pool.clone(), Judging(counter.clone()));
+                tokio::spawn(async move { serve(stream, state, pool, judging).await });
             }
         });
-        Receiver { url, seen }
+        Receiver { url, address, seen, judging }
+    }
+
+    /// Waits until every request that reached the receiver before now has been judged. After a
+    /// crash the dropped run's other requests may still sit in the receiver's socket buffers; judged
+    /// later, after the walk moved their lease, they would read as calls under an expired lease. A
+    /// barrier connection is accepted after all of them (the listen queue is in order), so once it is
+    /// answered and nothing is being judged, they all were.
+    async fn settle(&self) -> Result<(), String> {
+        let mut barrier = tokio::net::TcpStream::connect(self.address).await.map_err(|e| e.to_string())?;
+        barrier
+            .write_all(b"GET /barrier HTTP/1.1\r\ncontent-length: 0\r\n\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        barrier.read_to_end(&mut answer).await.map_err(|e| e.to_string())?;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while self.judging.load(Ordering::SeqCst) > 0 {
+            if std::time::Instant::now() > deadline {
+                return Err("the receiver did not judge its requests within a minute".into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Ok(())
     }
 }
 
-async fn serve(mut stream: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>, pool: deadpool_postgres::Pool) {
+async fn serve(
+    mut stream: tokio::net::TcpStream,
+    seen: Arc<Mutex<Seen>>,
+    pool: deadpool_postgres::Pool,
+    judging: Judging,
+) {
     let mut raw = Vec::new();
     let mut buffer = [0u8; 4096];
     let head_end = loop {
@@ -121,6 +166,10 @@ async fn serve(mut stream: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>, pool: 
         }
     };
     let head = String::from_utf8_lossy(&raw[..head_end]).to_lowercase();
+    if head.starts_with("get /barrier ") {
+        let _ = stream.write_all(b"HTTP/1.1 204 Barrier\r\nconnection: close\r\n\r\n").await;
+        return;
+    }
     let header = |name: &str| {
         head.lines().find_map(|line| line.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_owned()))
     };
@@ -149,6 +198,7 @@ async fn serve(mut stream: tokio::net::TcpStream, seen: Arc<Mutex<Seen>>, pool: 
         }
         (status, hold, seen.reached.clone())
     };
+    drop(judging);
     if hold {
         reached.notify_one();
         std::future::pending::<()>().await;
@@ -192,7 +242,10 @@ const HOLD_TIME: &str = "UPDATE webhook_deliveries SET available_at = now() + in
                          WHERE status IN ('sending', 'retry') AND available_at > now()";
 const ROWS: &str = "SELECT id, status, attempts FROM webhook_deliveries";
 const ROWS_OF: &str = "SELECT id FROM webhook_deliveries WHERE event_id = $1";
-const SENDING: &str = "SELECT id FROM webhook_deliveries WHERE status = 'sending'";
+/// The rows under a live lease: held by an earlier crashed run (pushed a day ahead) or claimed by the
+/// run that just crashed; a `sending` row whose lease the walk moved into the past and that no run
+/// claimed again is not one.
+const SENDING: &str = "SELECT id FROM webhook_deliveries WHERE status = 'sending' AND available_at > now()";
 
 impl Walk {
     async fn new(seed: u64) -> Walk {
@@ -332,6 +385,9 @@ impl Walk {
             // A crash: `run` is dropped here, between the request and the mark.
         }
         self.receiver.seen.lock().unwrap().hold_next = false;
+        if crashed {
+            self.receiver.settle().await?;
+        }
         let client = self.fx.db.client().await;
         // Burial first: a row whose lease expired at the ceiling is failed, never sent again.
         for row in self.rows.values_mut() {
@@ -417,13 +473,16 @@ impl ModelWalk for Walk {
         }
     }
 
-    fn fail(&self, step: usize, why: String) -> String {
-        format!(
-            "webhook model walk failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {:?}",
-            self.seed,
-            self.actions.len(),
-            self.actions
-        )
+    fn name(&self) -> &'static str {
+        "webhook model walk"
+    }
+
+    fn seed(&self) -> String {
+        self.seed.to_string()
+    }
+
+    fn actions(&self) -> &[Action] {
+        &self.actions
     }
 
     async fn act(&mut self, action: Action) -> Result<(), String> {

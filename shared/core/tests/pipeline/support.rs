@@ -139,6 +139,33 @@ impl Fixture {
         event
     }
 
+    /// A webhook endpoint of the workspace for every event type (`https://hooks.example.com/{path}`),
+    /// created through the use case on `client` (so a test may hold it in a transaction).
+    pub async fn webhook_endpoint_on(
+        client: &impl deadpool_postgres::GenericClient,
+        workspace: WorkspaceId,
+        path: &str,
+    ) -> clinic_core::ids::WebhookEndpointId {
+        let new = clinic_core::webhooks::endpoints::NewEndpoint {
+            url: format!("https://hooks.example.com/{path}"),
+            description: String::new(),
+            event_types: vec![],
+            heartbeat_seconds: 0,
+            payload_format: "cloudevents",
+        };
+        let key = clinic_testkit::webhook_key();
+        clinic_core::webhooks::endpoints::create(client, &key, workspace, &new, "test")
+            .await
+            .unwrap()
+            .endpoint
+            .id
+    }
+
+    /// [`Fixture::webhook_endpoint_on`] on a connection of its own.
+    pub async fn webhook_endpoint(&self, path: &str) -> clinic_core::ids::WebhookEndpointId {
+        Self::webhook_endpoint_on(&self.db.client().await, self.workspace, path).await
+    }
+
     pub async fn count(&self, query: &str) -> i64 {
         self.db.client().await.query_one(query, &[]).await.unwrap().get(0)
     }

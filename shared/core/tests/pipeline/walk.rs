@@ -34,7 +34,7 @@ impl Rng {
 /// One model walk of a queue: its actions, the model they update, and its invariants.
 #[async_trait]
 pub(super) trait ModelWalk: Send {
-    type Action: Send;
+    type Action: Send + Debug;
 
     /// The next action (from `rng` only, so a seed replays the same walk).
     fn choose(&self, rng: &mut Rng) -> Self::Action;
@@ -44,8 +44,23 @@ pub(super) trait ModelWalk: Send {
     async fn check(&self) -> Result<(), String>;
     /// Ends the walk: lets everything finish, then checks what must hold at the end.
     async fn settle(&mut self, steps: usize) -> Result<(), String>;
+    /// What the failure text calls this walk (e.g. "model walk").
+    fn name(&self) -> &'static str;
+    /// The seed as the failure text gives it (with anything else a replay needs).
+    fn seed(&self) -> String;
+    /// The actions so far.
+    fn actions(&self) -> &[Self::Action];
+
     /// The failure text: the seed, `step`, `why` and the actions so far.
-    fn fail(&self, step: usize, why: String) -> String;
+    fn fail(&self, step: usize, why: String) -> String {
+        let actions = self.actions();
+        format!(
+            "{} failed: MODEL_SEED={} step {step}: {why}\nactions so far ({}): {actions:?}",
+            self.name(),
+            self.seed(),
+            actions.len(),
+        )
+    }
 }
 
 /// Walks `steps` steps of `walk` from `seed`, checking the invariants after each, then settles.

@@ -4,26 +4,9 @@
 
 use std::time::Duration;
 
-use clinic_core::webhooks::endpoints::{self, NewEndpoint};
 use clinic_core::webhooks::fanout;
 
 use crate::support::Fixture;
-
-async fn endpoint(fx: &Fixture, path: &str) -> clinic_core::ids::WebhookEndpointId {
-    let client = fx.db.client().await;
-    let new = NewEndpoint {
-        url: format!("https://hooks.example.com/{path}"),
-        description: String::new(),
-        event_types: vec![],
-        heartbeat_seconds: 0,
-        payload_format: "cloudevents",
-    };
-    endpoints::create(&client, &clinic_testkit::webhook_key(), fx.workspace, &new, "test")
-        .await
-        .unwrap()
-        .endpoint
-        .id
-}
 
 async fn numbers(fx: &Fixture, endpoint: clinic_core::ids::WebhookEndpointId) -> (Vec<i64>, i64) {
     let client = fx.db.client().await;
@@ -45,7 +28,7 @@ async fn numbers(fx: &Fixture, endpoint: clinic_core::ids::WebhookEndpointId) ->
 #[tokio::test]
 async fn concurrent_fan_outs_number_each_endpoints_deliveries_densely() {
     let fx = Fixture::new().await;
-    let (first, second) = (endpoint(&fx, "a").await, endpoint(&fx, "b").await);
+    let (first, second) = (fx.webhook_endpoint("a").await, fx.webhook_endpoint("b").await);
     let patient = fx.create_patient().await;
     let practitioner = fx.create_practitioner().await;
     let events: Vec<_> =

@@ -1,34 +1,24 @@
-//! The OpenAPI document generated from the router (STYLE.md pattern 27). The handlers'
+//! The OpenAPI document generated from the router and the types (STYLE.md pattern 27). The handlers'
 //! `#[utoipa::path(…)]` give each operation (method, path, id, summary, parameters, request body,
-//! responses); `utoipa_axum::routes!` registers it with the router and the document at once.
+//! responses); `utoipa_axum::routes!` registers it with the router and the document at once. The
+//! component schemas are derived with `schemars` from the `clinic-core` types that write or read
+//! them ([`derive`]; the core must not link utoipa, and `schemars` already derives its event
+//! schemas), JSON Schema 2020-12 being OpenAPI 3.1's own dialect.
 //!
 //! Invariants:
 //! - Every operation's parameters are types of [`params`], its bodies types of [`schemas`]: a
-//!   schema a handler names is registered in the document's components under that name.
-//! - The component schemas, the response header and the security scheme are still written by hand
-//!   in `components.json` (the domain types live in `clinic-core`, which must not link utoipa);
-//!   [`schemas`] reads them from there, so a named schema is never two texts.
+//!   schema a handler names is published in the document's components under that name, exactly
+//!   once ([`publish`] fails on a name with two texts, and on a named schema without a text).
+//! - Only the response header and the security scheme are written by hand (`components.json`);
+//!   every component schema is derived.
 //! - Every response documents `X-Correlation-Id` (the `correlation` middleware sets it on every
 //!   answer), and the public routes' `security(())` is published as no requirement (`[]`).
 
 pub mod params;
 pub mod problems;
 
-use std::sync::LazyLock;
-
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use utoipa::openapi::path::Parameter;
-
-/// The hand-written components (`securitySchemes`, `schemas`, `headers`).
-static COMPONENTS: LazyLock<Value> =
-    LazyLock::new(|| serde_json::from_str(include_str!("components.json")).expect("components.json is JSON"));
-
-/// The component schema `name` of `components.json`, as utoipa's type.
-fn component(name: &str) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
-    let schema = COMPONENTS["schemas"].get(name).unwrap_or_else(|| panic!("no component schema {name}"));
-    serde_json::from_value(schema.clone()).unwrap_or_else(|e| panic!("component schema {name}: {e}"))
-}
-
 /// `{"type": "integer"}`, for a field whose Rust type would add a `format` the document does not state.
 pub(crate) fn integer() -> utoipa::openapi::schema::Object {
     utoipa::openapi::schema::ObjectBuilder::new().schema_type(utoipa::openapi::schema::Type::Integer).build()
@@ -59,156 +49,95 @@ macro_rules! parameters {
 pub(crate) use parameters;
 
 /// Bodies and answers, by name: each type is the component schema of the same name.
-pub mod schemas {
-    use std::borrow::Cow;
+pub mod schemas;
 
-    use utoipa::openapi::schema::Schema;
-    use utoipa::openapi::RefOr;
+/// Whether a component is a type's schema as the API writes it or as it reads it (`schemars`'
+/// serialize and deserialize contracts: an answer's `Option` field is required and may be null; a
+/// body's may be absent).
+pub(crate) enum Direction {
+    Answer,
+    Body,
+}
 
-    macro_rules! components {
-        ($($name:ident),* $(,)?) => {
-            $(
-                #[doc = concat!("The component schema `", stringify!($name), "`.")]
-                pub struct $name;
+/// One derived component: its name, and what derives its schema.
+pub(crate) type Derived = (&'static str, fn() -> (Value, Map<String, Value>));
 
-                impl utoipa::PartialSchema for $name {
-                    fn schema() -> RefOr<Schema> {
-                        super::component(stringify!($name))
-                    }
-                }
-
-                impl utoipa::ToSchema for $name {
-                    fn name() -> Cow<'static, str> {
-                        Cow::Borrowed(stringify!($name))
-                    }
-                }
-            )*
-        };
-    }
-
-    /// The problem document, derived from the type that writes it.
-    pub use crate::problem::ProblemBody as Problem;
-    /// The probes' answer, derived from the type they answer.
-    pub use crate::routes::health::Health;
-
-    components!(
-        Appointment,
-        AppointmentList,
-        BulkAnswer,
-        BulkReplayRequest,
-        BulkRequest,
-        Cancel,
-        Complete,
-        DeliveryAction,
-        DeliveryList,
-        DisclosureList,
-        Explanation,
-        ListenerList,
-        NewAppointment,
-        NewPatient,
-        NewPractitioner,
-        NewWebhookEndpoint,
-        NotificationBulkRequest,
-        NotificationList,
-        OperatorAction,
-        OperatorActionRequest,
-        OperatorReasonRequest,
-        OutboxList,
-        Overview,
-        Patient,
-        PatientChanges,
-        PatientList,
-        PauseRecord,
-        PauseRequest,
-        Practitioner,
-        PractitionerChanges,
-        PractitionerList,
-        RejectionList,
-        Reschedule,
-        Timeline,
-        UnsettledList,
-        WebhookDeliveryAction,
-        WebhookDeliveryBulkRequest,
-        WebhookDeliveryList,
-        WebhookEndpoint,
-        WebhookEndpointChange,
-        WebhookEndpointList,
-        WebhookRecoverRequest,
-        WebhookRecovered,
-        WebhookReplay,
-        WebhookRotateRequest
-    );
-
-    macro_rules! inline {
-        ($($(#[$doc:meta])* $name:ident = $schema:tt;)*) => {
-            $(
-                $(#[$doc])*
-                pub struct $name;
-
-                impl utoipa::PartialSchema for $name {
-                    fn schema() -> RefOr<Schema> {
-                        serde_json::from_value(serde_json::json!($schema)).expect("a schema")
-                    }
-                }
-
-                impl utoipa::ToSchema for $name {}
-            )*
-        };
-    }
-
-    inline! {
-    /// A JSON object (the served OpenAPI document, a JSON Schema).
-    JsonObject = {
-        "type": "object"
+/// `T`'s schema, and the schemas it refers to by name, with references into
+/// `#/components/schemas/`. Each component's own `title` and `description` are dropped: they are
+/// the Rust type's documentation, written for the code's readers (the fields' documentation stays:
+/// it is written for the API's); so are `default`s
+/// ([`clinic_core::contract::schemas::strip_defaults`]).
+pub(crate) fn derive<T: schemars::JsonSchema>(direction: Direction) -> (Value, Map<String, Value>) {
+    let settings = schemars::generate::SchemaSettings::draft2020_12();
+    let mut settings = match direction {
+        Direction::Answer => settings.for_serialize(),
+        Direction::Body => settings.for_deserialize(),
     };
-    /// The AsyncAPI document.
-    AsyncApiDocument = {
-        "description": "The AsyncAPI document (YAML; a mapping).",
-        "required": [
-            "asyncapi"
-        ],
-        "type": "object"
-    };
-    /// An endpoint with its signing secret, or (a replay) without it.
-    EndpointWithSecretOrNot = {
-        "anyOf": [
-            {
-                "$ref": "#/components/schemas/WebhookEndpointWithSecret"
-            },
-            {
-                "$ref": "#/components/schemas/WebhookEndpoint"
-            }
-        ],
-        "description": "The endpoint with its new secret; a replay of the same Idempotency-Key answers the endpoint without it"
-    };
-    /// The RFC 8058 one-click unsubscribe form.
-    OneClickForm = {
-        "properties": {
-            "List-Unsubscribe": {
-                "enum": ["One-Click"],
-                "type": "string"
-            }
+    settings.definitions_path = "/components/schemas".into();
+    settings.meta_schema = None;
+    let mut schema = settings.into_generator().into_root_schema_for::<T>().to_value();
+    let root = schema.as_object_mut().expect("a schema object");
+    let mut referred = match root.remove("components") {
+        Some(Value::Object(mut components)) => match components.remove("schemas") {
+            Some(Value::Object(schemas)) => schemas,
+            _ => Map::new(),
         },
-        "required": [
-            "List-Unsubscribe"
-        ],
-        "type": "object"
+        _ => Map::new(),
     };
+    for component in std::iter::once(&mut schema).chain(referred.values_mut()) {
+        if let Some(object) = component.as_object_mut() {
+            object.remove("title");
+            object.remove("description");
+        }
+        clinic_core::contract::schemas::strip_defaults(component);
+    }
+    (schema, referred)
+}
+
+/// Puts `schema` into `schemas` as `name`; a name given twice must be the same text.
+fn insert(schemas: &mut Map<String, Value>, name: &str, schema: Value) {
+    match schemas.get(name) {
+        Some(existing) => assert_eq!(existing, &schema, "component schema {name} has two texts"),
+        None => {
+            schemas.insert(name.to_owned(), schema);
+        }
     }
 }
 
-/// The published document: `generated`'s paths with the hand-written components, every response's
+/// The components: the security scheme and the response header (`components.json`), and every
+/// derived schema.
+fn components() -> Value {
+    let mut components: Map<String, Value> =
+        serde_json::from_str(include_str!("components.json")).expect("components.json is a JSON object");
+    components.insert("schemas".into(), json!({}));
+    let schemas = components["schemas"].as_object_mut().expect("the schemas");
+    for (name, derive) in schemas::DERIVED.iter().flat_map(|area| area.iter()) {
+        let (schema, referred) = derive();
+        insert(schemas, name, schema);
+        for (name, schema) in referred {
+            insert(schemas, &name, schema);
+        }
+    }
+    Value::Object(components)
+}
+
+/// The published document: `generated`'s paths with the components, every response's
 /// `X-Correlation-Id` header.
 pub fn publish(generated: &utoipa::openapi::OpenApi) -> Value {
     let mut document = serde_json::to_value(generated).expect("the document serialises");
-    // The schemas derived from Rust types (collected by utoipa from the handlers' annotations), then
-    // the hand-written components over them (the types named by hand-written schemas read them
-    // from there already; copying them keeps the text exactly as written).
-    let derived = document["components"]["schemas"].take();
-    document["components"] = COMPONENTS.clone();
-    for (name, schema) in derived.as_object().into_iter().flatten() {
-        if COMPONENTS["schemas"].get(name).is_none() {
-            document["components"]["schemas"][name] = schema.clone();
+    // The names utoipa collected from the handlers' annotations: the schemas utoipa derived itself
+    // (Problem, Health) are taken as they are; every other name must have a text of its own.
+    let collected = document["components"]["schemas"].take();
+    document["components"] = components();
+    let schemas = document["components"]["schemas"].as_object_mut().expect("schemas");
+    for (name, schema) in collected.as_object().into_iter().flatten() {
+        if !schemas.contains_key(name) {
+            assert_ne!(
+                schema,
+                &serde_json::to_value(schemas::registered()).unwrap(),
+                "component schema {name} has no text"
+            );
+            schemas.insert(name.clone(), schema.clone());
         }
     }
     document["info"] = json!({

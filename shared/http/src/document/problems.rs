@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use utoipa::openapi::response::Response;
 use utoipa::openapi::RefOr;
+use utoipa::IntoResponses;
 
 /// A problem answer with `description`, as utoipa's type.
 fn problem(description: &str) -> RefOr<Response> {
@@ -44,4 +45,44 @@ problems! {
     NotJson = 415, "Body is not JSON";
     Invalid = 422, "Invalid field";
     Unavailable = 503, "Database unavailable";
+}
+
+/// `Name = "422 description" + Extra;` defines a type whose `IntoResponses` is what every operator
+/// action answers besides its own 200, 404 and 409 — 400, 401, 403, 413 and 415 — with 422 described
+/// as given (what the action's body may get wrong) and the answers of the `Extra` types.
+macro_rules! action_problems {
+    ($($(#[$doc:meta])* $name:ident = $invalid:literal $(+ $extra:ident)*;)*) => {
+        $(
+            $(#[$doc])*
+            pub struct $name;
+
+            impl IntoResponses for $name {
+                fn responses() -> BTreeMap<String, RefOr<Response>> {
+                    let mut responses = BTreeMap::from([("422".to_string(), problem($invalid))]);
+                    for shared in [
+                        BadRequest::responses(),
+                        Unauthorized::responses(),
+                        Forbidden::responses(),
+                        TooLarge::responses(),
+                        NotJson::responses(),
+                        $($extra::responses(),)*
+                    ] {
+                        responses.extend(shared);
+                    }
+                    responses
+                }
+            }
+        )*
+    };
+}
+
+action_problems! {
+    /// A retry, replay or discard of one outbox row.
+    OutboxRowAction = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)" + Unavailable;
+    /// A retry or discard of one delivery, a notification's or a webhook's (no listeners).
+    DeliveryRowAction = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)" + Unavailable;
+    /// A bulk action on the outbox (its filter may name a listener).
+    OutboxBulkAction = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)";
+    /// A bulk action on deliveries, a notification's or a webhook's.
+    DeliveryBulkAction = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)";
 }

@@ -130,6 +130,32 @@ where
         .await
 }
 
+/// A bulk request's `limit` when it names none.
+const DEFAULT_LIMIT: i64 = 1_000;
+
+const fn default_limit() -> i64 {
+    DEFAULT_LIMIT
+}
+
+/// A bulk body as [`bulk_request`] reads it: the action's fields (`A`:
+/// [`clinic_core::operator::ReasonOnly`] for retry and discard, [`ActionRequest`] for replay), the
+/// queue's filter `F`, `dryRun` and `limit`. Only its schema is used: the parser is what reads it,
+/// and the API fuzzing checks they agree.
+#[derive(schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct BulkBody<F, A> {
+    #[serde(flatten)]
+    action: A,
+    #[serde(default)]
+    dry_run: bool,
+    /// Every field optional, but a bulk request names at least one. from/to: to must be after from when both are given.
+    filter: F,
+    #[serde(default = "default_limit")]
+    #[schemars(range(min = 1, max = bulk::MAX_LIMIT))]
+    limit: i64,
+}
+
 /// Splits a bulk body into its filter (the fields of queue `Q`), dry-run flag and limit, leaving the
 /// action's own fields.
 fn bulk_request<Q: OperatedQueue>(
@@ -142,7 +168,7 @@ fn bulk_request<Q: OperatedQueue>(
     // Absent takes the default; null is not a boolean or an integer (the contract types them).
     let dry_run = input::boolean("dryRun", body.remove("dryRun").as_ref())?.unwrap_or(false);
     let limit = match body.remove("limit") {
-        None => 1_000,
+        None => DEFAULT_LIMIT,
         Some(value) => {
             value.as_number().and_then(integer).filter(|n| (1..=bulk::MAX_LIMIT).contains(n)).ok_or_else(
                 || FieldError::new("limit", format!("must be an integer from 1 to {}", bulk::MAX_LIMIT)),

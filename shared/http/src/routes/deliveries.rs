@@ -70,12 +70,9 @@ pub async fn list(
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::DeliveryAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The delivery is not dead, retry, uncertain or no_contact (sent, stale, opted_out, suppressed, deferred, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::DeliveryRowAction
     )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -91,12 +88,9 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::DeliveryAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The delivery is not dead, retry, deferred, uncertain or no_contact (sent, stale, opted_out, suppressed, discarded, pending or sending); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::DeliveryRowAction
     )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -112,10 +106,8 @@ pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Respon
     request_body(content = schemas::NotificationBulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::DeliveryBulkAction
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -131,10 +123,8 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     request_body(content = schemas::NotificationBulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::DeliveryBulkAction
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::json;
+use serde::Serialize;
 
 use super::acted;
 use super::bad;
@@ -32,6 +32,7 @@ use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::Mutation;
 use crate::AppState;
+use clinic_core::housekeeping::reconcile::Unsettled;
 use clinic_core::ids::EventId;
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{self, Outbox, OutboxFilter};
@@ -103,7 +104,14 @@ pub async fn unsettled(
         limit,
     )
     .await?;
-    Ok(Json(json!({ "items": items })).into_response())
+    Ok(Json(UnsettledList { items }).into_response())
+}
+
+/// The answer of `GET /v1/system/outbox/unsettled`: the pairs, oldest first (no cursor).
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnsettledList {
+    items: Vec<Unsettled>,
 }
 
 #[utoipa::path(
@@ -115,12 +123,9 @@ pub async fn unsettled(
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::OutboxRowAction
     )
 )]
 pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -137,12 +142,9 @@ pub async fn retry(Path(id): Path<String>, request: Mutation) -> Result<Response
     request_body(content = schemas::OperatorActionRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The row's status does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::OutboxRowAction
     )
 )]
 pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -158,12 +160,9 @@ pub async fn replay(Path(id): Path<String>, request: Mutation) -> Result<Respons
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::OperatorAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such outbox row (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The row's status does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, unknown listener, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::OutboxRowAction
     )
 )]
 pub async fn discard(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {

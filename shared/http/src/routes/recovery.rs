@@ -23,8 +23,9 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use chrono::{DateTime, Utc};
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::acted::{self, operator_of, Acted, DiscardAll, ReplayAll, RetryAll};
 use super::path_id;
@@ -68,18 +69,19 @@ pub async fn explain(
 
 /// The overview's answer: the figures, and the workspace they are of (its id and name, for the
 /// console's header).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-struct OverviewAnswer {
+pub struct OverviewAnswer {
     #[serde(flatten)]
     overview: operator::Overview,
+    /// The workspace these figures are of (the caller's): its id and name, for the console's header
     workspace: WorkspaceRef,
-    /// The dispatcher's attempt ceiling as this deployment's settings say
-    /// (`CLINIC_DISPATCH_MAX_ATTEMPTS`, default 10): the N of "attempt n of N"; `null` when unreadable.
+    /// The dispatcher's attempt ceiling per this deployment's settings (CLINIC_DISPATCH_MAX_ATTEMPTS, default 10): the N of "attempt n of N"; null when unreadable.
     outbox_max_attempts: Option<i32>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
+#[schemars(inline, deny_unknown_fields)]
 struct WorkspaceRef {
     id: WorkspaceId,
     name: Option<String>,
@@ -115,10 +117,8 @@ pub async fn overview(State(state): State<AppState>, caller: Caller) -> Result<R
     request_body(content = schemas::BulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::OutboxBulkAction
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -135,10 +135,8 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     request_body(content = schemas::BulkReplayRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded; or every listener named is unknown to this build (urn:clinic:problem:unknown-listeners)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::OutboxBulkAction
     )
 )]
 pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -154,10 +152,8 @@ pub async fn bulk_replay(State(state): State<AppState>, request: Mutation) -> Re
     request_body(content = schemas::BulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::OutboxBulkAction
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -179,36 +175,72 @@ pub async fn listener_list(State(state): State<AppState>, caller: Caller) -> Res
     caller.require_admin()?;
     let conn = state.pool.get().await?;
     let paused = pause::paused(&conn, Some(caller.workspace_id)).await?;
-    let items: Vec<Value> = Listener::ALL
+    let items = Listener::ALL
         .iter()
         .map(|listener| {
-            let types: Vec<&str> = EventType::ALL
+            let event_types = EventType::ALL
                 .iter()
                 .filter(|t| listeners(**t).contains(listener))
                 .map(|t| t.as_str())
                 .collect();
             let pause = paused.iter().find(|p| p.listener == listener.as_str());
-            json!({
-                "listener": listener.as_str(),
-                "eventTypes": types,
-                "paused": pause.is_some(),
-                "pausedBy": pause.map(|p| p.paused_by.clone()),
-                "pausedAt": pause.map(|p| p.paused_at),
-                "held": pause.map_or(0, |p| p.held),
-            })
+            ListenerState {
+                listener: listener.as_str(),
+                event_types,
+                paused: pause.is_some(),
+                paused_by: pause.map(|p| p.paused_by.clone()),
+                paused_at: pause.map(|p| p.paused_at),
+                held: pause.map_or(0, |p| p.held),
+            }
         })
         .collect();
-    Ok(Json(json!({ "items": items })).into_response())
+    Ok(Json(ListenerList { items }).into_response())
+}
+
+/// The answer of `GET /v1/system/listeners`: every listener, in catalog order.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ListenerList {
+    items: Vec<ListenerState>,
+}
+
+/// A listener, the event types routed to it, and its pause in the caller's workspace.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(inline)]
+struct ListenerState {
+    listener: &'static str,
+    event_types: Vec<&'static str>,
+    paused: bool,
+    paused_by: Option<String>,
+    paused_at: Option<DateTime<Utc>>,
+    held: i64,
+}
+
+/// `POST /v1/system/listeners/pause|resume`, parsed. Its schema is the body it is read from.
+#[derive(schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    listener: Listener,
+    /// Why; required and not blank. Stored in the audit log, never logged.
+    reason: Reason,
+}
+
+impl PauseRequest {
+    /// Reads the body: the reason first, then the listener's name (trimmed).
+    fn read(body: Value) -> Result<Self, ApiError> {
+        let mut fields = Fields::new(body)?;
+        let reason = Reason::parse(&fields.required_str("reason")?)?;
+        let name = fields.required_str("listener")?;
+        fields.finish()?;
+        let listener = Listener::parse(name.trim())
+            .ok_or_else(|| FieldError::new("listener", "must be a listener name"))?;
+        Ok(PauseRequest { listener, reason })
+    }
 }
 
 async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
-    let mut fields = Fields::new(request.json()?)?;
-    let reason = Reason::parse(&fields.required_str("reason")?)?;
-    let name = fields.required_str("listener")?;
-    fields.finish()?;
-    let listener =
-        Listener::parse(name.trim()).ok_or_else(|| FieldError::new("listener", "must be a listener name"))?;
+    let PauseRequest { listener, reason } = PauseRequest::read(request.json()?)?;
     let operator = operator_of(&request.caller);
     request
         .run(StatusCode::OK, async move |tx, ctx| {
@@ -231,10 +263,8 @@ async fn pause_act(request: Mutation, resume: bool) -> Result<Response, ApiError
     request_body(content = schemas::PauseRequest),
     responses(
         (status = 200, description = "The audited action", body = schemas::PauseRecord),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::OutboxBulkAction
     )
 )]
 pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
@@ -250,10 +280,8 @@ pub async fn pause_listener(request: Mutation) -> Result<Response, ApiError> {
     request_body(content = schemas::PauseRequest),
     responses(
         (status = 200, description = "The audited action", body = schemas::PauseRecord),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, listener, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::OutboxBulkAction
     )
 )]
 pub async fn resume_listener(request: Mutation) -> Result<Response, ApiError> {

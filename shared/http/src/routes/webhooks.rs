@@ -33,7 +33,11 @@
 //! `null` (the count is not stored), and a replay of delete answers 204 again.
 //!
 //! Over 500 lines: thirteen handlers, each with its `#[utoipa::path]` operation (a third of the
-//! file), so the published document of a route stays next to the route.
+//! file), and the answers whose types are their published schemas ([`Recovered`], [`Listed`],
+//! [`Replay`]), so the published document of a route stays next to the route. The schemas of the
+//! operator actions on webhook deliveries, whose parser and writer are shared, are [`operated`]'s.
+
+pub mod operated;
 
 use std::collections::HashMap;
 
@@ -41,7 +45,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::json;
 
 use super::acted::{self, DiscardAll, RetryAll};
 use super::{bad, path_id};
@@ -50,13 +55,17 @@ use crate::document::{params, problems, schemas};
 use crate::problem::ApiError;
 use crate::unit_of_work::{Answer, Mutation};
 use crate::AppState;
+use clinic_core::contract::webhook_bodies::ENDPOINT_STATUSES;
 use clinic_core::db::Tx;
 use clinic_core::domain::input::FieldError;
 use clinic_core::error::{DomainError, DomainResult};
 use clinic_core::ids::{EventId, WebhookEndpointId};
 use clinic_core::lease::ActionKind;
 use clinic_core::operator::{OperatedQueue, WebhookDeliveries};
-use clinic_core::webhooks::endpoints::{self, Created, Endpoint, EndpointChange, NewEndpoint};
+use clinic_core::webhooks::endpoints::{
+    self, Created, Endpoint, EndpointChange, NewEndpoint, Recovery, Rotation,
+};
+use clinic_core::webhooks::store::Numbered;
 use clinic_core::webhooks::{guard, store};
 
 /// The idempotency keys' name for this resource (it has no events, so no `ResourceType`).
@@ -131,10 +140,15 @@ impl Answer for Deleted {
     }
 }
 
-/// The answer of a recover; a replay knows neither the time nor the count (`null`).
+/// The answer of a recover; a replay knows neither the time nor the count (`null`). Its schema is
+/// the component `WebhookRecovered`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Recovered {
     endpoint_id: WebhookEndpointId,
+    /// Null in a replay of the same Idempotency-Key (the time is not stored)
     since: Option<chrono::DateTime<chrono::Utc>>,
+    /// How many deliveries are pending again; null in a replay of the same Idempotency-Key (the count is not stored)
     recovered: Option<u64>,
 }
 
@@ -150,10 +164,38 @@ impl Answer for Recovered {
     }
 
     fn respond(self, status: StatusCode) -> Response {
-        let body =
-            json!({ "endpointId": self.endpoint_id, "since": self.since, "recovered": self.recovered });
-        (status, Json(body)).into_response()
+        (status, Json(self)).into_response()
     }
+}
+
+/// The answer of a list that has one page: `{ "items": [...], "nextCursor": null }`. Its schemas are
+/// the components `WebhookEndpointList` and `WebhookDeliveryList`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed<T> {
+    items: Vec<T>,
+    next_cursor: (),
+}
+
+impl<T: Serialize> Listed<T> {
+    fn respond(items: Vec<T>) -> Response {
+        Json(Listed { items, next_cursor: () }).into_response()
+    }
+}
+
+/// The answer of a replay by number. Its schema is the component `WebhookReplay`.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Replay {
+    endpoint_id: WebhookEndpointId,
+    #[schemars(extend("enum" = ENDPOINT_STATUSES))]
+    status: String,
+    /// The endpoint's last number now
+    #[schemars(range(min = 0))]
+    last_sequence: i64,
+    items: Vec<Numbered>,
+    /// Set when the page is full: ask again with after=nextAfter
+    next_after: Option<i64>,
 }
 
 /// The key that seals secrets; without one (a Lambda without `CLINIC_WEBHOOK_KEY_SECRET_ARN`) no secret
@@ -210,7 +252,7 @@ pub async fn list(State(state): State<AppState>, caller: Caller) -> Result<Respo
     caller.require_admin()?;
     let conn = state.pool.get().await?;
     let items = endpoints::list(&conn, caller.workspace_id).await?;
-    Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
+    Ok(Listed::respond(items))
 }
 
 #[utoipa::path(
@@ -302,14 +344,6 @@ pub async fn delete(Path(id): Path<String>, request: Mutation) -> Result<Respons
         .await
 }
 
-fn object_of(value: &Value, known: &[&str]) -> Result<serde_json::Map<String, Value>, FieldError> {
-    let map = value.as_object().cloned().ok_or_else(|| FieldError::new("body", "must be a JSON object"))?;
-    if let Some(key) = map.keys().find(|key| !known.contains(&key.as_str())) {
-        return Err(FieldError::new(key.clone(), "is not a field of this request"));
-    }
-    Ok(map)
-}
-
 #[utoipa::path(
     post,
     path = "/v1/webhooks/endpoints/{id}/rotate",
@@ -333,14 +367,7 @@ pub async fn rotate(
 ) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
     // The body is optional here: none means the default overlap.
-    let map = object_of(&request.json()?, &["overlapHours"])?;
-    let overlap = match map.get("overlapHours") {
-        None => 24,
-        Some(value) => value
-            .as_number()
-            .and_then(clinic_core::domain::input::integer)
-            .ok_or_else(|| FieldError::new("overlapHours", "must be a whole number of hours"))?,
-    };
+    let overlap = Rotation::try_from(&request.json()?)?.overlap_hours;
     let id: WebhookEndpointId = path_id(&id)?;
     let actor = actor(&request.caller);
     let key = sealing_key(&state)?;
@@ -369,13 +396,7 @@ pub async fn rotate(
 )]
 pub async fn recover(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
     request.caller.require_admin()?;
-    let map = object_of(&request.json()?, &["since"])?;
-    let since = map
-        .get("since")
-        .and_then(Value::as_str)
-        .and_then(|raw| chrono::DateTime::parse_from_rfc3339(raw).ok())
-        .map(|at| at.with_timezone(&chrono::Utc))
-        .ok_or_else(|| FieldError::new("since", "is required: an RFC 3339 time"))?;
+    let since = Recovery::try_from(&request.json()?)?.since;
     let id: WebhookEndpointId = path_id(&id)?;
     let actor = actor(&request.caller);
     request
@@ -431,7 +452,7 @@ pub async fn deliveries(
         limit,
     )
     .await?;
-    Ok(Json(json!({ "items": items, "nextCursor": null })).into_response())
+    Ok(Listed::respond(items))
 }
 
 #[utoipa::path(
@@ -443,12 +464,9 @@ pub async fn deliveries(
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The delivery is not failed or retry (pending, sending, delivered or discarded); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::DeliveryRowAction
     )
 )]
 pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -464,12 +482,9 @@ pub async fn retry_delivery(Path(id): Path<String>, request: Mutation) -> Result
     request_body(content = schemas::OperatorReasonRequest),
     responses(
         (status = 200, description = "The action was applied and recorded", body = schemas::WebhookDeliveryAction),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 404, description = "No such delivery (or in another workspace)", body = schemas::Problem, content_type = "application/problem+json"),
         (status = 409, description = "The delivery is not failed or retry (pending, sending, delivered or discarded); nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::Unavailable
+        problems::DeliveryRowAction
     )
 )]
 pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Result<Response, ApiError> {
@@ -485,10 +500,8 @@ pub async fn discard_delivery(Path(id): Path<String>, request: Mutation) -> Resu
     request_body(content = schemas::WebhookDeliveryBulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::DeliveryBulkAction
     )
 )]
 pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -504,10 +517,8 @@ pub async fn bulk_retry(State(state): State<AppState>, request: Mutation) -> Res
     request_body(content = schemas::WebhookDeliveryBulkRequest),
     responses(
         (status = 200, description = "What matched and what was done (one audit row per target, one batch id)", body = schemas::BulkAnswer),
-        problems::BadRequest, problems::Unauthorized, problems::Forbidden,
         (status = 409, description = "The state does not fit the action; nothing was recorded", body = schemas::Problem, content_type = "application/problem+json"),
-        problems::TooLarge, problems::NotJson,
-        (status = 422, description = "Invalid field (reason missing or blank, filter, limit, or an Idempotency-Key used before with another request)", body = schemas::Problem, content_type = "application/problem+json")
+        problems::DeliveryBulkAction
     )
 )]
 pub async fn bulk_discard(State(state): State<AppState>, request: Mutation) -> Result<Response, ApiError> {
@@ -564,12 +575,12 @@ pub async fn replay(
     let endpoint = endpoints::get(&conn, caller.workspace_id, id).await?;
     let items = store::replay(&conn, caller.workspace_id, id, after, limit).await?;
     let next_after = (items.len() as i64 == limit).then(|| items.last().map(|item| item.sequence)).flatten();
-    Ok(Json(json!({
-        "endpointId": endpoint.id,
-        "status": endpoint.status,
-        "lastSequence": endpoint.last_sequence,
-        "items": items,
-        "nextAfter": next_after,
-    }))
+    Ok(Json(Replay {
+        endpoint_id: endpoint.id,
+        status: endpoint.status,
+        last_sequence: endpoint.last_sequence,
+        items,
+        next_after,
+    })
     .into_response())
 }

@@ -202,3 +202,72 @@ async fn an_erased_patients_link_answers_like_a_stranger_and_writes_nothing() {
         conn.query_one("SELECT contact_opt_outs FROM patients", &[]).await.unwrap().get(0);
     assert!(opt_outs.is_empty());
 }
+
+/// The patient's `patient.updated` events: (resource version, actor kind, changed fields), in order.
+async fn updates(app: &TestApp, patient: &str) -> Vec<(i32, String, Vec<String>)> {
+    let id: PatientId = patient.parse().unwrap();
+    let conn = app.db.client().await;
+    conn.query(
+        "SELECT resource_version, actor_kind, changed_fields FROM events \
+         WHERE type = 'patient.updated' AND resource_id = $1 ORDER BY resource_version",
+        &[&id.uuid()],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|row| (row.get(0), row.get(1), row.get(2)))
+    .collect()
+}
+
+/// A one-click opt-out racing a staff PATCH of the same patient: both lock the patient's row, so
+/// they run one after the other and neither write is lost, whichever goes first. The opt-out stays,
+/// the staff's change stays, the version moves by two and each event names its own fields with its
+/// own actor. A PATCH carrying the version read before the opt-out is refused (409) rather than
+/// undoing the opt-out from a stale view.
+#[tokio::test]
+async fn a_one_click_opt_out_racing_a_staff_patch_loses_neither() {
+    let app = TestApp::new().await;
+    let staff = app.workspace.staff.clone();
+    for round in 0..8 {
+        let id = patient(&app).await;
+        let token = token_for(&keys(), app.workspace.id, &id, MessageKind::Reminder, 60);
+        let unsubscribe = format!("/v1/unsubscribe/{token}");
+        let patient_path = format!("/v1/patients/{id}");
+        let phone = format!("+1555000{round:04}");
+        let change = json!({"phone": phone, "contactChannels": ["email"]});
+        let (opted_out, patched) = tokio::join!(
+            app.post_form(&unsubscribe, ONE_CLICK),
+            app.call("PATCH", &patient_path, Some(&staff), Some(change)),
+        );
+        assert_eq!(opted_out.status, 200, "{}", opted_out.text);
+        assert_eq!(patched.status, 200, "{}", patched.text);
+
+        let read = app.call("GET", &patient_path, Some(&staff), None).await;
+        assert_eq!(read.body["contactOptOuts"], json!(["reminder"]), "round {round}: the opt-out stays");
+        assert_eq!(read.body["phone"], json!(phone), "round {round}: the staff's change stays");
+        assert_eq!(read.body["contactChannels"], json!(["email"]));
+        assert_eq!(read.body["version"], 3, "round {round}: two writes, one after the other");
+        let mut events = updates(&app, &id).await;
+        assert_eq!(events.iter().map(|e| e.0).collect::<Vec<_>>(), [2, 3], "round {round}: {events:?}");
+        events.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(events[0].1, "member");
+        assert_eq!(events[0].2, ["phone", "contactChannels"]);
+        assert_eq!(
+            (events[1].1.as_str(), events[1].2.clone()),
+            ("patient", vec!["contactOptOuts".to_owned()])
+        );
+    }
+
+    // A stale PATCH (the version read before the opt-out) does not undo it.
+    let id = patient(&app).await;
+    let token = token_for(&keys(), app.workspace.id, &id, MessageKind::Reminder, 60);
+    assert_eq!(app.post_form(&format!("/v1/unsubscribe/{token}"), ONE_CLICK).await.status, 200);
+    let stale = json!({"contactOptOuts": [], "expectedVersion": 1});
+    let refused = app.call("PATCH", &format!("/v1/patients/{id}"), Some(&staff), Some(stale)).await;
+    assert_eq!(refused.status, 409, "{}", refused.text);
+    let read = app.call("GET", &format!("/v1/patients/{id}"), Some(&staff), None).await;
+    assert_eq!(
+        (read.body["contactOptOuts"].clone(), read.body["version"].clone()),
+        (json!(["reminder"]), json!(2))
+    );
+}

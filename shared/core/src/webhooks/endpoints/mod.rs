@@ -27,11 +27,13 @@ use serde_json::{json, Value};
 mod request;
 
 pub use request::{
-    EndpointChange, NewEndpoint, DEFAULT_HEARTBEAT_SECONDS, MAX_HEARTBEAT_SECONDS, PAYLOAD_FORMATS,
+    EndpointChange, NewEndpoint, Recovery, Rotation, DEFAULT_HEARTBEAT_SECONDS, DEFAULT_OVERLAP_HOURS,
+    MAX_HEARTBEAT_SECONDS, PAYLOAD_FORMATS,
 };
 
 use super::secret_box::{OpenError, SealError, WebhookKey};
 use super::signing::Secret;
+use crate::contract::webhook_bodies::ENDPOINT_STATUSES;
 use crate::db::sql;
 use crate::domain::input::FieldError;
 use crate::error::{DomainError, DomainResult};
@@ -43,43 +45,60 @@ pub const MAX_ENDPOINTS_PER_WORKSPACE: i64 = 25;
 /// The longest rotation overlap an admin may ask for.
 pub const MAX_OVERLAP_HOURS: i64 = 168;
 
-/// An endpoint as answered by the API (no secret).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Why an endpoint is disabled, as `webhook_endpoints.disabled_reason` holds it (its CHECK, V12): an
+/// admin disabled it, or the sender did after it kept failing.
+pub const DISABLED_REASONS: [&str; 2] = ["operator", "failing"];
+
+/// `names` and null: the values of a nullable text field that holds one of `names`.
+fn or_null(names: &[&str]) -> Vec<Value> {
+    names.iter().map(|name| json!(name)).chain([Value::Null]).collect()
+}
+
+/// An endpoint as answered by the API (no secret). Its schema is the component `WebhookEndpoint`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "WebhookEndpoint")]
 pub struct Endpoint {
     pub id: WebhookEndpointId,
     pub workspace_id: WorkspaceId,
     pub url: String,
     pub description: String,
-    /// Empty: every event type.
+    /// Empty: every event type
     pub event_types: Vec<String>,
     pub enabled: bool,
     pub disabled_at: Option<DateTime<Utc>>,
-    /// `operator` or `failing` (disabled automatically after failing for days).
+    /// operator (an admin disabled it) or failing (disabled automatically after failing for days)
+    #[schemars(extend("enum" = or_null(&DISABLED_REASONS)))]
     pub disabled_reason: Option<String>,
-    /// While set, the previous secret still signs (rotation overlap).
+    /// While set, the previous secret still signs
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
     pub failing_since: Option<DateTime<Utc>>,
-    /// What the receiver is told (heartbeats carry it): `active`, `error` (failing for longer than
-    /// the sender's threshold) or `off` (disabled).
+    /// What the receiver is told (heartbeats carry it): off = disabled, or the workspace's webhook fan-out paused; error = failing for longer than the sender's threshold; else active. Every change is audited.
+    #[schemars(extend("enum" = ENDPOINT_STATUSES))]
     pub status: String,
-    /// The number of the endpoint's last delivery (0: none yet); deliveries are numbered 1, 2, 3 …
+    /// The number of the endpoint's last delivery (0: none yet). Deliveries are numbered 1, 2, 3 … per endpoint with no gap and no reuse (the CloudEvents `sequence` extension).
+    #[schemars(range(min = 0))]
     pub last_sequence: i64,
-    /// A signed heartbeat is sent after this many seconds without any attempt (0: never).
+    /// A signed heartbeat (status and last number) after this many seconds without any attempt; 0 = none.
+    #[schemars(range(min = 0, max = MAX_HEARTBEAT_SECONDS))]
     pub heartbeat_seconds: i32,
-    /// `cloudevents` (the identifier-only CloudEvent) or `fhir-id-only` (a FHIR R5 Bundle).
+    /// cloudevents: the identifier-only CloudEvent (with `sequence`); fhir-id-only: a FHIR R5 Bundle of type subscription-notification whose SubscriptionStatus carries the status, the event number and focus references (identifiers only), sent as application/fhir+json. Both signed with the Standard Webhooks headers.
+    #[schemars(extend("enum" = PAYLOAD_FORMATS))]
     pub payload_format: String,
     pub version: i32,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
 
-/// The answer of create and rotate: the endpoint and its new secret, shown this once.
-#[derive(Debug, Clone, Serialize)]
+/// The answer of create and rotate: the endpoint and its new secret, shown this once. Its schema is
+/// the component `WebhookEndpointWithSecret`; [`Endpoint`] has no secret.
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Created {
     #[serde(flatten)]
     pub endpoint: Endpoint,
+    /// The signing secret, shown only in this answer
+    #[schemars(extend("pattern" = format!("^{}", super::signing::PREFIX)))]
     pub secret: String,
 }
 
@@ -147,7 +166,10 @@ const AUDIT: &str =
     "INSERT INTO webhook_endpoint_actions (id, workspace_id, endpoint_id, action, actor, detail) \
      VALUES ($1, $2, $3, $4, $5, $6)";
 
-/// Appends one audit row (`detail`: field names, counts and codes only).
+/// Appends one audit row (`detail`: field names, counts and codes only). Its id comes from the
+/// process's monotonic generator, so the rows one transaction writes (same `created_at`) read back
+/// in the order they were written under `ORDER BY created_at, id` (an update's own row before the
+/// status change it caused).
 pub async fn audit(
     client: &impl GenericClient,
     workspace: WorkspaceId,
@@ -156,12 +178,14 @@ pub async fn audit(
     actor: &str,
     detail: Value,
 ) -> Result<(), tokio_postgres::Error> {
-    let id = uuid::Uuid::from(ulid::Ulid::generate());
+    let id = uuid::Uuid::from(crate::ids::new_ulid());
     sql::execute(client, AUDIT, &[&id, &workspace, &endpoint, &action, &actor, &detail]).await.map(|_| ())
 }
 
-/// Takes the workspace's endpoint-creation lock (transaction-scoped) and counts its endpoints.
-const LOCK_FOR_CREATE: &str =
+/// The workspace's endpoint-set lock (transaction-scoped): a create takes it, so the bound holds
+/// under concurrent creates; a pause or a resume of the fan-out takes it, so no endpoint is created
+/// unseen by it ([`audit_fan_out_pause`]).
+const LOCK_ENDPOINT_SET: &str =
     "SELECT pg_advisory_xact_lock(hashtextextended('webhook_endpoints:' || $1::uuid::text, 0))";
 const COUNT_FOR_CREATE: &str = "SELECT count(*) FROM webhook_endpoints WHERE workspace_id = $1";
 
@@ -176,7 +200,7 @@ pub async fn create(
 ) -> DomainResult<Created> {
     // Creates of one workspace queue on a lock (held until commit), so the bound holds under
     // concurrent creates.
-    sql::execute(client, LOCK_FOR_CREATE, &[&workspace]).await?;
+    sql::execute(client, LOCK_ENDPOINT_SET, &[&workspace]).await?;
     let count: i64 = sql::query_one(client, COUNT_FOR_CREATE, &[&workspace]).await?.get(0);
     if count >= MAX_ENDPOINTS_PER_WORKSPACE {
         return Err(DomainError::Conflict(format!(
@@ -207,8 +231,12 @@ pub async fn create(
         ],
     )
     .await?;
-    audit(client, workspace, id, "create", actor, json!({ "eventTypes": types.len() })).await?;
-    Ok(Created { endpoint: endpoint(&row), secret: secret.expose().to_owned() })
+    let created = endpoint(&row);
+    // The status it shows from the start (`off` while the fan-out is paused): where its chain of
+    // `status` rows begins.
+    let detail = json!({ "eventTypes": types.len(), "status": created.status });
+    audit(client, workspace, id, "create", actor, detail).await?;
+    Ok(Created { endpoint: created, secret: secret.expose().to_owned() })
 }
 
 /// The workspace's endpoints, oldest first (a workspace has few).
@@ -233,6 +261,12 @@ pub async fn get(
         .map(|row| endpoint(&row))
         .ok_or(DomainError::NotFound)
 }
+
+/// Locks one endpoint of the workspace, in a statement of its own: a statement run after it reads the
+/// fan-out's pauses as committed once the lock was granted (a pause or a resume locks every endpoint
+/// of the workspace while it audits them, [`audit_fan_out_pause`]), so the status seen before and
+/// after a change is the one the audit chain has reached.
+const LOCK_ONE: &str = "SELECT 1 FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2 FOR UPDATE";
 
 /// The row is locked first so the status it had before the change can be audited.
 /// The status it had is the one seen ([`STATUS_SEEN`]), like the one answered.
@@ -262,6 +296,7 @@ pub async fn update(
     actor: &str,
 ) -> DomainResult<Endpoint> {
     let types = change.event_types.as_deref().map(names);
+    sql::query_opt(client, LOCK_ONE, &[&workspace, &id]).await?.ok_or(DomainError::NotFound)?;
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!("{}{}", UPDATE.replace("{STATUS_SEEN}", STATUS_SEEN), columns_seen())
     });
@@ -308,27 +343,48 @@ pub async fn audit_status(
     audit(client, workspace, id, "status", actor, json!({ "from": from, "to": to })).await
 }
 
-/// The workspace's endpoints that a pause of its webhook fan-out turns `off` for receivers (or a
-/// resume turns back): every one not already `off` by itself, with its stored status.
+/// The workspace's endpoints with their stored status, each locked (in id order), so none changes
+/// its status between this read and the pause's or the resume's commit.
 const PAUSE_AFFECTED: &str =
-    "SELECT id, status FROM webhook_endpoints WHERE workspace_id = $1 AND status <> 'off' ORDER BY id";
+    "SELECT id, status FROM webhook_endpoints WHERE workspace_id = $1 ORDER BY id FOR UPDATE";
 
 /// Audits the status change a pause (`paused`) or a resume of the workspace's webhook fan-out makes
-/// each endpoint show ([`STATUS_SEEN`]): `{from: <stored>, to: off}` or back, actor the operator.
-/// Called on the pause's transaction; answers how many endpoints changed.
+/// each endpoint show ([`STATUS_SEEN`]): `{from: <stored>, to: off}` or back, actor the operator,
+/// for every endpoint not `off` by itself. Called on the pause's transaction; answers how many
+/// endpoints changed.
+///
+/// It takes the endpoint-set lock (no endpoint is created meanwhile) and locks every endpoint, so a
+/// concurrent change of one (an enable, a disable, an attempt's health) runs wholly before the pause
+/// (which then reads its result) or wholly after it (and reads the pause): each change of the status
+/// seen is audited once, by whoever made it.
 pub async fn audit_fan_out_pause(
     client: &impl GenericClient,
     workspace: WorkspaceId,
     paused: bool,
     actor: &str,
 ) -> Result<usize, tokio_postgres::Error> {
+    sql::execute(client, LOCK_ENDPOINT_SET, &[&workspace]).await?;
     let rows = sql::query(client, PAUSE_AFFECTED, &[&workspace]).await?;
+    let mut changed = 0;
     for row in &rows {
         let (id, stored): (WebhookEndpointId, String) = (row.get(0), row.get(1));
+        if stored == "off" {
+            continue;
+        }
         let (from, to) = if paused { (stored.as_str(), "off") } else { ("off", stored.as_str()) };
         audit_status(client, workspace, id, from, to, actor).await?;
+        changed += 1;
     }
-    Ok(rows.len())
+    Ok(changed)
+}
+
+/// Locks endpoint `id` in a statement of its own, for a change whose next statement computes the
+/// status seen before and after it (see [`LOCK_ONE`]).
+pub(crate) async fn lock_for_status(
+    client: &impl GenericClient,
+    id: WebhookEndpointId,
+) -> Result<(), tokio_postgres::Error> {
+    sql::query(client, "SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE", &[&id]).await.map(|_| ())
 }
 
 /// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).
