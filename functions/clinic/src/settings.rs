@@ -268,6 +268,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// An emptied secret file is refused with the way out named, never replaced behind the back of
+    /// the tokens already signed with the lost secret.
+    #[test]
+    fn an_empty_secret_file_is_refused_with_the_fix_named() {
+        let dir = std::env::temp_dir().join(format!("clinic-jwt-{}", ulid::Ulid::generate()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("jwt-secret"), " \n").unwrap();
+        let refused = super::jwt_secret_in(&dir).unwrap_err().to_string();
+        assert!(refused.contains("jwt-secret is empty: delete it"), "{refused}");
+        assert_eq!(std::fs::read_to_string(dir.join("jwt-secret")).unwrap(), " \n", "left as found");
+        std::fs::remove_file(dir.join("jwt-secret")).unwrap();
+        assert!(!super::jwt_secret_in(&dir).unwrap().is_empty(), "deleted, a new one is made");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// Two local commands started at once (`clinic dev` and `clinic token`) on a fresh data folder:
     /// both must end with the one secret the file keeps, or one's tokens fail at the other.
     #[test]

@@ -8,7 +8,9 @@
 //! - Concurrent first uses (two processes, or two threads of one) agree: the first link wins, a
 //!   later one fails with `AlreadyExists` and its caller reads the winner's contents. Nothing is ever
 //!   overwritten.
-//! - No temporary file stays behind, whatever the outcome.
+//! - A call that returns leaves no temporary file behind, whatever its outcome. A process killed
+//!   mid-call can leave one (`<name>.tmp-<ulid>`, never the file itself half-written); nothing reads
+//!   it, it blocks no later call, and it may be deleted.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -41,5 +43,51 @@ pub fn create_once(path: &Path, contents: &[u8]) -> std::io::Result<Created> {
         Ok(()) => Ok(Created::Made),
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(Created::Existing),
         Err(error) => Err(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{create_once, Created};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch() -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("clinic-private-{}", ulid::Ulid::generate()))
+    }
+
+    fn names(folder: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_first_call_makes_the_file_for_its_owner_only_and_a_later_one_never_overwrites_it() {
+        let folder = scratch();
+        let path = folder.join("nested").join("key");
+        assert_eq!(create_once(&path, b"first").unwrap(), Created::Made);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(create_once(&path, b"second").unwrap(), Created::Existing);
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        assert_eq!(names(&folder.join("nested")), ["key"], "no temporary file stays");
+        std::fs::remove_dir_all(&folder).unwrap();
+    }
+
+    /// A process killed between writing its temporary file and linking it leaves that file: the
+    /// next first use still makes the real one, and the leftover is never taken for it.
+    #[test]
+    fn a_temporary_file_left_by_a_killed_call_blocks_nothing() {
+        let folder = scratch();
+        std::fs::create_dir_all(&folder).unwrap();
+        let path = folder.join("key");
+        let leftover = path.with_extension(format!("tmp-{}", ulid::Ulid::generate()));
+        std::fs::write(&leftover, b"half").unwrap();
+        assert_eq!(create_once(&path, b"whole").unwrap(), Created::Made);
+        assert_eq!(std::fs::read(&path).unwrap(), b"whole");
+        assert_eq!(std::fs::read(&leftover).unwrap(), b"half", "the leftover is left alone");
+        std::fs::remove_dir_all(&folder).unwrap();
     }
 }

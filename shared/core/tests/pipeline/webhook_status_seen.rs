@@ -205,3 +205,69 @@ async fn an_endpoint_created_while_paused_starts_its_chain_off_and_a_create_raci
     let racing = created.lock().unwrap().expect("created");
     assert_chain("created racing a pause", &chain(&fx, racing).await);
 }
+
+/// The endpoint's audit actions in order: after a delete there is nothing more to see, so `delete`
+/// must be the last, whichever of the delete and a pause of the fan-out commits first.
+async fn actions(fx: &Fixture, id: WebhookEndpointId) -> Vec<String> {
+    let client = fx.db.client().await;
+    let rows = client
+        .query(
+            "SELECT action || COALESCE(':' || (detail->>'to'), '') FROM webhook_endpoint_actions \
+             WHERE endpoint_id = $1 ORDER BY created_at, id",
+            &[&id],
+        )
+        .await
+        .unwrap();
+    rows.iter().map(|row| row.get(0)).collect()
+}
+
+fn delete(fx: &Fixture, id: WebhookEndpointId) -> impl std::future::Future<Output = ()> {
+    let (pool, workspace) = (fx.db.pool.clone(), fx.workspace);
+    async move {
+        let mut client = pool.get().await.unwrap();
+        let tx = client.transaction().await.unwrap();
+        endpoints::delete(&tx, workspace, id, "member").await.unwrap();
+        tx.commit().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_delete_racing_a_pause_ends_the_endpoint_audit_with_the_delete_in_both_orders() {
+    // The pause first: the delete waits for the pause's lock on the endpoint, then deletes it.
+    let fx = Fixture::new().await;
+    let id = fx.webhook_endpoint("seen").await;
+    race(&fx, true, delete(&fx, id)).await;
+    assert_eq!(actions(&fx, id).await, ["create", "status:off", "delete"], "pause, then delete");
+
+    // The delete first, held open while the pause runs: the pause waits for the deleted row, then
+    // finds it gone and audits nothing for it (and does not fail).
+    let fx = Fixture::new().await;
+    let id = fx.webhook_endpoint("seen").await;
+    let other = fx.webhook_endpoint("kept").await;
+    let mut client = fx.db.pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    endpoints::delete(&tx, fx.workspace, id, "member").await.unwrap();
+    let pool = fx.db.pool.clone();
+    let workspace = fx.workspace;
+    let pausing = tokio::spawn(async move {
+        let (who, why) = operator();
+        let client = pool.get().await.unwrap();
+        pause::pause(&client, workspace, Listener::WebhookFanOut, &who, &why).await.unwrap();
+    });
+    let watcher = fx.db.client().await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !pausing.is_finished() {
+        let waiting: i64 =
+            watcher.query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[]).await.unwrap().get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the pause neither finished nor waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tx.commit().await.unwrap();
+    pausing.await.unwrap();
+    assert_eq!(actions(&fx, id).await, ["create", "delete"], "delete, then pause");
+    assert_chain("the endpoint kept beside the deleted one", &chain(&fx, other).await);
+    assert_eq!(chain(&fx, other).await.2, "off", "the pause took effect for the rest");
+}
