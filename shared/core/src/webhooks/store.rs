@@ -257,7 +257,7 @@ pub async fn record_health(
     let seconds = error_after.as_secs_f64();
     // Locked first, on its own: the statement below then reads a pause of the fan-out committed
     // while it waited (endpoints::audit_fan_out_pause holds every endpoint's lock).
-    super::endpoints::lock_for_status(client, endpoint).await?;
+    super::endpoints::lock_for_status(client, endpoint, None).await?;
     if let Some(row) = sql::query_opt(client, &HEALTH, &[&endpoint, &ok, &seconds]).await? {
         let (workspace, from, to): (WorkspaceId, String, String) = (row.get(0), row.get(1), row.get(2));
         super::endpoints::audit_status(client, workspace, endpoint, &from, &to, "system").await?;

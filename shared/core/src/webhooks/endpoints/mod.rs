@@ -266,7 +266,9 @@ pub async fn get(
 /// fan-out's pauses as committed once the lock was granted (a pause or a resume locks every endpoint
 /// of the workspace while it audits them, [`audit_fan_out_pause`]), so the status seen before and
 /// after a change is the one the audit chain has reached.
-const LOCK_ONE: &str = "SELECT 1 FROM webhook_endpoints WHERE workspace_id = $1 AND id = $2 FOR UPDATE";
+const LOCK_ONE: &str =
+    "SELECT 1 FROM webhook_endpoints WHERE id = $1 AND ($2::uuid IS NULL OR workspace_id = $2) \
+     FOR UPDATE";
 
 /// The row is locked first so the status it had before the change can be audited.
 /// The status it had is the one seen ([`STATUS_SEEN`]), like the one answered.
@@ -296,7 +298,9 @@ pub async fn update(
     actor: &str,
 ) -> DomainResult<Endpoint> {
     let types = change.event_types.as_deref().map(names);
-    sql::query_opt(client, LOCK_ONE, &[&workspace, &id]).await?.ok_or(DomainError::NotFound)?;
+    if !lock_for_status(client, id, Some(workspace)).await? {
+        return Err(DomainError::NotFound);
+    }
     static STATEMENT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
         format!("{}{}", UPDATE.replace("{STATUS_SEEN}", STATUS_SEEN), columns_seen())
     });
@@ -378,13 +382,15 @@ pub async fn audit_fan_out_pause(
     Ok(changed)
 }
 
-/// Locks endpoint `id` in a statement of its own, for a change whose next statement computes the
-/// status seen before and after it (see [`LOCK_ONE`]).
+/// Locks endpoint `id` (of `workspace` when given) in a statement of its own, for a change whose next
+/// statement computes the status seen before and after it (see [`LOCK_ONE`]); false when there is
+/// no such endpoint.
 pub(crate) async fn lock_for_status(
     client: &impl GenericClient,
     id: WebhookEndpointId,
-) -> Result<(), tokio_postgres::Error> {
-    sql::query(client, "SELECT 1 FROM webhook_endpoints WHERE id = $1 FOR UPDATE", &[&id]).await.map(|_| ())
+    workspace: Option<WorkspaceId>,
+) -> Result<bool, tokio_postgres::Error> {
+    Ok(sql::query_opt(client, LOCK_ONE, &[&id, &workspace]).await?.is_some())
 }
 
 /// Deletes the endpoint with its deliveries and attempts (the audit keeps its history).
