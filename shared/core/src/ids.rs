@@ -51,19 +51,7 @@ pub fn ulid_schema() -> schemars::Schema {
 /// Use with `#[schemars(with = "crate::ids::UlidSchema")]` on a bare `Ulid` field.
 pub struct UlidSchema;
 
-impl schemars::JsonSchema for UlidSchema {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Ulid".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        ulid_schema()
-    }
-}
+crate::inline_schema!(UlidSchema as "Ulid", |_: &mut schemars::SchemaGenerator| ulid_schema());
 
 macro_rules! typed_id {
     ($(#[$doc:meta])* $name:ident) => {
@@ -120,19 +108,7 @@ macro_rules! typed_id {
             }
         }
 
-        impl schemars::JsonSchema for $name {
-            fn schema_name() -> std::borrow::Cow<'static, str> {
-                "Ulid".into()
-            }
-
-            fn inline_schema() -> bool {
-                true
-            }
-
-            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                ulid_schema()
-            }
-        }
+        crate::inline_schema!($name as "Ulid", |_: &mut schemars::SchemaGenerator| ulid_schema());
 
         impl ToSql for $name {
             fn to_sql(

@@ -61,7 +61,8 @@ crate::inline_schema!(ExpectedVersion, |_: &mut schemars::SchemaGenerator| {
 /// schema (a field reads as its own text) named after the type, from the closure (which may use
 /// `Self` and the generator, e.g. for an item schema). `inline_schema!(/// doc
 /// struct Name, …)` first declares `Name`, a type that only carries a schema, for
-/// `#[schemars(with = "Name")]`.
+/// `#[schemars(with = "Name")]`. `inline_schema!(Type as "Name", …)` names it otherwise (one name for
+/// several types that share a schema, like the typed ids' `Ulid`).
 #[macro_export]
 macro_rules! inline_schema {
     ($(#[$doc:meta])* $vis:vis struct $name:ident, $schema:expr) => {
@@ -70,9 +71,12 @@ macro_rules! inline_schema {
         $crate::inline_schema!($name, $schema);
     };
     ($ty:ty, $schema:expr) => {
+        $crate::inline_schema!($ty as stringify!($ty), $schema);
+    };
+    ($ty:ty as $name:expr, $schema:expr) => {
         impl ::schemars::JsonSchema for $ty {
             fn schema_name() -> ::std::borrow::Cow<'static, str> {
-                stringify!($ty).into()
+                ($name).into()
             }
 
             fn inline_schema() -> bool {

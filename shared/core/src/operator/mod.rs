@@ -96,25 +96,15 @@ impl Reason {
 /// allowed (stored as U+FFFD).
 const NOT_BLANK: &str = r"[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
 
-/// A reason as [`Reason::parse`] reads it.
-impl schemars::JsonSchema for Reason {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "OperatorReason".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "type": "string",
-            "minLength": 1,
-            "maxLength": MAX_REASON_CHARS,
-            "pattern": NOT_BLANK
-        })
-    }
-}
+// The schema of a reason as [`Reason::parse`] reads it.
+crate::inline_schema!(Reason as "OperatorReason", |_: &mut schemars::SchemaGenerator| {
+    schemars::json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_REASON_CHARS,
+        "pattern": NOT_BLANK
+    })
+});
 
 /// Who acted, as recorded in `operator_actions.actor`: the caller's member id over HTTP, the
 /// `--actor` given to the CLI.
