@@ -1,6 +1,7 @@
 //! The webhook sender: claim (short transaction), load the event and the secrets, check the URL
 //! again (SSRF guard), POST with no transaction open, record the attempt and mark the delivery,
-//! fenced by the claim token.
+//! fenced by the claim token. An answered attempt is always recorded: an endpoint row locked past
+//! `lock_timeout` skips only the endpoint's health ([`store::record_health_unless_locked`]).
 //!
 //! Used right after the fan-out commits ([`WebhookSender::send_event`]: the listener Lambda, the
 //! local transport of `clinic dev`) and on a schedule for retries ([`WebhookSender::send_due`]: the
@@ -402,10 +403,10 @@ impl WebhookSender {
             ),
         };
         let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
+        let mut tx = client.transaction().await?;
         let marked = store::mark(&tx, delivery, token, &record, next).await?;
-        store::record_health(&tx, delivery.endpoint_id, next == Next::Delivered, self.config.error_after)
-            .await?;
+        let (endpoint, ok) = (delivery.endpoint_id, next == Next::Delivered);
+        store::record_health_unless_locked(&mut tx, endpoint, ok, self.config.error_after).await?;
         tx.commit().await?;
         let outcome = match (marked, next) {
             (false, _) => Outcome::Fenced,
@@ -525,8 +526,8 @@ impl WebhookSender {
         .await;
         let ok = matches!(&posted, Ok(answer) if (200..300).contains(&answer.status));
         let mut client = self.pool.get().await?;
-        let tx = client.transaction().await?;
-        store::record_health(&tx, beat.endpoint_id, ok, self.config.error_after).await?;
+        let mut tx = client.transaction().await?;
+        store::record_health_unless_locked(&mut tx, beat.endpoint_id, ok, self.config.error_after).await?;
         tx.commit().await?;
         tracing::info!(
             endpoint_id = %beat.endpoint_id,

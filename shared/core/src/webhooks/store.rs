@@ -268,6 +268,31 @@ pub async fn record_health(
     Ok(())
 }
 
+/// [`record_health`] in a savepoint of `tx`, for a caller whose transaction also records what
+/// happened (an attempt and its mark, a heartbeat): when the endpoint's row stays locked past the
+/// session's `lock_timeout` (a pause of the fan-out, an update or an operator session that does not
+/// end), the health is left unrecorded, `false` is answered, and the rest of `tx` still commits, so
+/// an attempt the receiver has answered is never rolled back and sent again. The status and its
+/// audit row move together or not at all; the endpoint's next attempt records its health.
+pub async fn record_health_unless_locked(
+    tx: &mut crate::db::Tx<'_>,
+    endpoint: WebhookEndpointId,
+    ok: bool,
+    error_after: std::time::Duration,
+) -> Result<bool, tokio_postgres::Error> {
+    let savepoint = tx.savepoint("endpoint_health").await?;
+    match record_health(&savepoint, endpoint, ok, error_after).await {
+        Ok(()) => savepoint.commit().await.map(|()| true),
+        Err(error) if error.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+            savepoint.rollback().await?;
+            tracing::warn!(endpoint_id = %endpoint, ok,
+                "webhook endpoint locked past lock_timeout; its health waits for the next attempt");
+            Ok(false)
+        }
+        Err(error) => Err(error),
+    }
+}
+
 /// An endpoint the automatic disable turned off, with the status it had.
 pub struct AutoDisabled {
     pub endpoint: WebhookEndpointId,

@@ -22,6 +22,7 @@ mod sql_pipeline;
 mod support;
 mod waiting;
 mod walk;
+mod webhook_locked_endpoint;
 mod webhook_numbering;
 mod webhook_status_seen;
 mod webhook_throttle;

@@ -19,7 +19,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::support::Fixture;
 
 /// A receiver on 127.0.0.1 that answers every request with `status` and the extra `headers`.
-async fn receiver(status: u16, headers: &'static str) -> (String, Arc<AtomicUsize>) {
+pub(crate) async fn receiver(status: u16, headers: &'static str) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
     let calls = Arc::new(AtomicUsize::new(0));
@@ -58,7 +58,7 @@ async fn receiver(status: u16, headers: &'static str) -> (String, Arc<AtomicUsiz
 }
 
 /// One endpoint at `url` with one delivery fanned out; the sender that posts to loopback.
-async fn one_delivery(fx: &Fixture, url: String) -> (WebhookSender, uuid::Uuid) {
+pub(crate) async fn one_delivery(fx: &Fixture, url: String) -> (WebhookSender, uuid::Uuid) {
     let key = clinic_testkit::webhook_key();
     let new = NewEndpoint {
         url,
@@ -83,7 +83,7 @@ async fn one_delivery(fx: &Fixture, url: String) -> (WebhookSender, uuid::Uuid) 
 }
 
 /// The delivery's status, attempts, error code and seconds until it is due.
-async fn delivery(fx: &Fixture, id: uuid::Uuid) -> (String, i32, Option<String>, f64) {
+pub(crate) async fn delivery(fx: &Fixture, id: uuid::Uuid) -> (String, i32, Option<String>, f64) {
     let row = fx
         .db
         .client()
