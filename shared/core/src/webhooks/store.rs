@@ -273,7 +273,9 @@ pub async fn record_health(
 /// session's `lock_timeout` (a pause of the fan-out, an update or an operator session that does not
 /// end), the health is left unrecorded, `false` is answered, and the rest of `tx` still commits, so
 /// an attempt the receiver has answered is never rolled back and sent again. The status and its
-/// audit row move together or not at all; the endpoint's next attempt records its health.
+/// audit row move together or not at all; the endpoint's next attempt records its health. (A
+/// skipped success leaves `failing_since` set until then, so an endpoint failing for nearly
+/// [`super::WebhookConfig::disable_after`] may be disabled although this attempt succeeded.)
 pub async fn record_health_unless_locked(
     tx: &mut crate::db::Tx<'_>,
     endpoint: WebhookEndpointId,
