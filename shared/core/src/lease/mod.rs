@@ -131,7 +131,6 @@ pub struct Queue {
     pub expiry: Expiry,
 }
 
-/// `event_outbox`: an event's listener starts.
 /// A queue's [`Queue::name`] in answers: `outbox`, `notifications` or `webhook_deliveries`. Use with
 /// `#[schemars(with = "QueueName")]`.
 pub struct QueueName;
@@ -141,6 +140,7 @@ crate::inline_schema!(QueueName, |_: &mut schemars::SchemaGenerator| {
     schemars::json_schema!({ "type": "string", "enum": names })
 });
 
+/// `event_outbox`: an event's listener starts.
 pub const OUTBOX: Queue = Queue {
     name: "outbox",
     table: "event_outbox",
