@@ -112,6 +112,16 @@ impl Actions {
         }
     }
 
+    /// The actions this queue offers (those that accept some state), in [`ActionKind::ALL`] order:
+    /// what its answers' `action` may name.
+    pub fn offered(&self) -> Vec<&'static str> {
+        ActionKind::ALL
+            .iter()
+            .filter(|action| !self.accepted(**action).is_empty())
+            .map(|action| action.as_str())
+            .collect()
+    }
+
     /// The stored statuses `action` accepts here (what a bulk action selects).
     pub fn accepted_statuses(&self, action: ActionKind) -> Vec<&'static str> {
         let accepted = self.accepted(action);

@@ -291,12 +291,7 @@ pub struct NotificationAction {
 struct NotificationActionKind;
 
 crate::inline_schema!(NotificationActionKind, |_: &mut schemars::SchemaGenerator| {
-    let offered: Vec<&str> = ActionKind::ALL
-        .iter()
-        .filter(|action| !NOTIFICATION_ACTIONS.accepted(**action).is_empty())
-        .map(|action| action.as_str())
-        .collect();
-    schemars::json_schema!({ "type": "string", "enum": offered })
+    schemars::json_schema!({ "type": "string", "enum": NOTIFICATION_ACTIONS.offered() })
 });
 
 /// How one of the row tables is locked, changed and audited.
