@@ -21,7 +21,7 @@
 # that account cannot reach the data folder (e.g. the repository is under /root), the data lives in
 # /var/tmp/clinic-pg-<hash of the data path> instead and the data path becomes a symlink to it.
 #
-# The same logic, in Rust, is functions/clinic/src/local_pg.rs (`clinic dev`); keep them in step.
+# The same logic, in Rust, is functions/clinic/src/local_pg/mod.rs (`clinic dev`); keep them in step.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

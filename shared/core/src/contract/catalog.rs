@@ -100,7 +100,7 @@ pub const fn listener_tests(listener: Listener) -> &'static [(&'static str, &'st
             "end_to_end_over_sqs_commit_dispatch_listen_notify_and_duplicates_are_no_ops",
         )],
         Listener::WebhookFanOut => {
-            &[("tests/e2e/webhooks.rs", "webhooks_reach_a_standard_webhooks_receiver")]
+            &[("tests/e2e/webhooks/mod.rs", "webhooks_reach_a_standard_webhooks_receiver")]
         }
         Listener::PractitionerScheduleChange
         | Listener::PatientRescheduleNotice

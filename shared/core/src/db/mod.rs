@@ -194,118 +194,122 @@ pub struct Migration {
 
 /// Every migration, in order. A test checks this list against the files in `migrations/`.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration { version: 1, name: "schema", sql: include_str!("../../../migrations/V1__schema.sql") },
-    Migration { version: 2, name: "app_role", sql: include_str!("../../../migrations/V2__app_role.sql") },
+    Migration { version: 1, name: "schema", sql: include_str!("../../../../migrations/V1__schema.sql") },
+    Migration { version: 2, name: "app_role", sql: include_str!("../../../../migrations/V2__app_role.sql") },
     Migration {
         version: 3,
         name: "workspace_settings_and_disclosures",
-        sql: include_str!("../../../migrations/V3__workspace_settings_and_disclosures.sql"),
+        sql: include_str!("../../../../migrations/V3__workspace_settings_and_disclosures.sql"),
     },
     Migration {
         version: 4,
         name: "notifications_by_created_at",
-        sql: include_str!("../../../migrations/V4__notifications_by_created_at.sql"),
+        sql: include_str!("../../../../migrations/V4__notifications_by_created_at.sql"),
     },
     Migration {
         version: 5,
         name: "notification_delivery",
-        sql: include_str!("../../../migrations/V5__notification_delivery.sql"),
+        sql: include_str!("../../../../migrations/V5__notification_delivery.sql"),
     },
     Migration {
         version: 6,
         name: "privacy_privileges_and_operator_index",
-        sql: include_str!("../../../migrations/V6__privacy_privileges_and_operator_index.sql"),
+        sql: include_str!("../../../../migrations/V6__privacy_privileges_and_operator_index.sql"),
     },
     Migration {
         version: 7,
         name: "staff_lists",
-        sql: include_str!("../../../migrations/V7__staff_lists.sql"),
+        sql: include_str!("../../../../migrations/V7__staff_lists.sql"),
     },
     Migration {
         version: 8,
         name: "custody_and_timeouts",
-        sql: include_str!("../../../migrations/V8__custody_and_timeouts.sql"),
+        sql: include_str!("../../../../migrations/V8__custody_and_timeouts.sql"),
     },
     Migration {
         version: 9,
         name: "operator_console",
-        sql: include_str!("../../../migrations/V9__operator_console.sql"),
+        sql: include_str!("../../../../migrations/V9__operator_console.sql"),
     },
     Migration {
         version: 10,
         name: "operator_history",
-        sql: include_str!("../../../migrations/V10__operator_history.sql"),
+        sql: include_str!("../../../../migrations/V10__operator_history.sql"),
     },
     Migration {
         version: 11,
         name: "event_contract",
-        sql: include_str!("../../../migrations/V11__event_contract.sql"),
+        sql: include_str!("../../../../migrations/V11__event_contract.sql"),
     },
-    Migration { version: 12, name: "webhooks", sql: include_str!("../../../migrations/V12__webhooks.sql") },
+    Migration {
+        version: 12,
+        name: "webhooks",
+        sql: include_str!("../../../../migrations/V12__webhooks.sql"),
+    },
     Migration {
         version: 13,
         name: "custody_per_event",
-        sql: include_str!("../../../migrations/V13__custody_per_event.sql"),
+        sql: include_str!("../../../../migrations/V13__custody_per_event.sql"),
     },
     Migration {
         version: 14,
         name: "event_links_without_foreign_keys",
-        sql: include_str!("../../../migrations/V14__event_links_without_foreign_keys.sql"),
+        sql: include_str!("../../../../migrations/V14__event_links_without_foreign_keys.sql"),
     },
     Migration {
         version: 15,
         name: "claim_token_only_while_claimed",
-        sql: include_str!("../../../migrations/V15__claim_token_only_while_claimed.sql"),
+        sql: include_str!("../../../../migrations/V15__claim_token_only_while_claimed.sql"),
     },
     Migration {
         version: 16,
         name: "erasure_is_final",
-        sql: include_str!("../../../migrations/V16__erasure_is_final.sql"),
+        sql: include_str!("../../../../migrations/V16__erasure_is_final.sql"),
     },
     Migration {
         version: 17,
         name: "notification_stale",
-        sql: include_str!("../../../migrations/V17__notification_stale.sql"),
+        sql: include_str!("../../../../migrations/V17__notification_stale.sql"),
     },
     Migration {
         version: 18,
         name: "notification_retention",
-        sql: include_str!("../../../migrations/V18__notification_retention.sql"),
+        sql: include_str!("../../../../migrations/V18__notification_retention.sql"),
     },
     Migration {
         version: 19,
         name: "operator_wait_indexes",
-        sql: include_str!("../../../migrations/V19__operator_wait_indexes.sql"),
+        sql: include_str!("../../../../migrations/V19__operator_wait_indexes.sql"),
     },
     Migration {
         version: 20,
         name: "event_trace_context",
-        sql: include_str!("../../../migrations/V20__event_trace_context.sql"),
+        sql: include_str!("../../../../migrations/V20__event_trace_context.sql"),
     },
     Migration {
         version: 21,
         name: "lease_queue_operator_actions",
-        sql: include_str!("../../../migrations/V21__lease_queue_operator_actions.sql"),
+        sql: include_str!("../../../../migrations/V21__lease_queue_operator_actions.sql"),
     },
     Migration {
         version: 22,
         name: "contact_policy",
-        sql: include_str!("../../../migrations/V22__contact_policy.sql"),
+        sql: include_str!("../../../../migrations/V22__contact_policy.sql"),
     },
     Migration {
         version: 23,
         name: "fair_delivery",
-        sql: include_str!("../../../migrations/V23__fair_delivery.sql"),
+        sql: include_str!("../../../../migrations/V23__fair_delivery.sql"),
     },
     Migration {
         version: 24,
         name: "verifiable_subscriptions",
-        sql: include_str!("../../../migrations/V24__verifiable_subscriptions.sql"),
+        sql: include_str!("../../../../migrations/V24__verifiable_subscriptions.sql"),
     },
     Migration {
         version: 25,
         name: "fair_pick_index",
-        sql: include_str!("../../../migrations/V25__fair_pick_index.sql"),
+        sql: include_str!("../../../../migrations/V25__fair_pick_index.sql"),
     },
 ];
 
