@@ -13,10 +13,18 @@
 
 use schemars::{json_schema, Schema};
 
-/// Not blank and no NUL: at least one character that is not white space (white space as Rust's
-/// `trim` sees it, U+0085 included, which ECMA-262's `\s` lacks).
-pub const NOT_BLANK_NO_NUL: &str =
-    r"^[^\x00]*[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\x00][^\x00]*$";
+/// White space as Rust's `trim` and `char::is_whitespace` see it (U+0085 included, which
+/// ECMA-262's `\s` lacks), as the body of a pattern's character class: the one text every pattern
+/// of the crate that excludes white space is built from (with `concat!`).
+macro_rules! white_space {
+    () => {
+        r"\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    };
+}
+pub(crate) use white_space;
+
+/// Not blank and no NUL: at least one character that is not white space ([`white_space!`]).
+pub const NOT_BLANK_NO_NUL: &str = concat!(r"^[^\x00]*[^", white_space!(), r"\x00][^\x00]*$");
 
 /// An RFC 3339 instant in UTC (`Z` or `+00:00`) with a year from 1900 to 9999, as
 /// [`super::values::parse_utc`] reads it.

@@ -74,7 +74,13 @@ impl Email {
 
     /// [`Email::parse`]'s rule as a pattern: text without `@`, white space (Rust's `is_whitespace`,
     /// U+0085 included) or control characters (`is_control`: C0, DEL and C1) on both sides of one `@`.
-    pub const PATTERN: &str = r"^[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000@\x00-\x1f\x7f-\x9f]+@[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000@\x00-\x1f\x7f-\x9f]+$";
+    pub const PATTERN: &str = concat!(
+        r"^[^",
+        super::schema::white_space!(),
+        r"@\x00-\x1f\x7f-\x9f]+@[^",
+        super::schema::white_space!(),
+        r"@\x00-\x1f\x7f-\x9f]+$"
+    );
 
     pub fn parse(field: &str, raw: String) -> Result<Self, FieldError> {
         let valid = raw.chars().count() <= Self::MAX_CHARS

@@ -94,7 +94,7 @@ impl Reason {
 
 /// At least one character that is not white space (white space as Rust's `trim` sees it); a NUL is
 /// allowed (stored as U+FFFD).
-const NOT_BLANK: &str = r"[^\x09-\x0d\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+const NOT_BLANK: &str = concat!("[^", crate::domain::schema::white_space!(), "]");
 
 // The schema of a reason as [`Reason::parse`] reads it.
 crate::inline_schema!(Reason as "OperatorReason", |_: &mut schemars::SchemaGenerator| {
