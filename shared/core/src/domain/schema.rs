@@ -65,6 +65,14 @@ crate::inline_schema!(ExpectedVersion, |_: &mut schemars::SchemaGenerator| {
     json_schema!({ "type": "integer", "minimum": 1, "maximum": i32::MAX })
 });
 
+/// Adds to a change body's `schema` that it names at least one of `fields` (`anyOf` of one
+/// `required` each), the rule of a parser refusing a body that changes nothing.
+pub fn at_least_one_of(schema: &mut Schema, fields: &[&str]) {
+    let any_of: Vec<serde_json::Value> =
+        fields.iter().map(|field| serde_json::json!({ "required": [field] })).collect();
+    schema.insert("anyOf".into(), any_of.into());
+}
+
 /// `inline_schema!(Type, |generator| schema)` implements `schemars::JsonSchema` for `Type`: an inline
 /// schema (a field reads as its own text) named after the type, from the closure (which may use
 /// `Self` and the generator, e.g. for an item schema). `inline_schema!(/// doc

@@ -24,7 +24,7 @@ use crate::db::Tx;
 use crate::disclosures::{self, routes as disclosure_routes, Purpose};
 use crate::domain::contact::{parse_set, Channel, MessageKind, MAX_SET_ITEMS};
 use crate::domain::input::{FieldError, Fields};
-use crate::domain::schema::ExpectedVersion;
+use crate::domain::schema::{at_least_one_of, ExpectedVersion};
 use crate::domain::values::{parse_date_of_birth, DateOfBirth, Email, Name, Phone};
 use crate::error::{DomainError, DomainResult};
 use crate::events::changed_fields;
@@ -136,13 +136,6 @@ pub const CHANGEABLE_FIELDS: &[&str] = EventType::PatientUpdated.changeable_fiel
 /// [`PatientChanges`]' schema names at least one of [`CHANGEABLE_FIELDS`], as its parser requires.
 fn at_least_one_change(schema: &mut schemars::Schema) {
     at_least_one_of(schema, CHANGEABLE_FIELDS);
-}
-
-/// Adds to a change body's `schema` that it names at least one of `fields` (`anyOf` of one
-/// `required` each), the rule of a parser refusing a body that changes nothing.
-pub(crate) fn at_least_one_of(schema: &mut schemars::Schema, fields: &[&str]) {
-    let any_of: Vec<Value> = fields.iter().map(|field| serde_json::json!({ "required": [field] })).collect();
-    schema.insert("anyOf".into(), any_of.into());
 }
 
 impl TryFrom<Value> for PatientChanges {

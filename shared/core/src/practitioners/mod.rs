@@ -13,14 +13,14 @@ use serde_json::Value;
 use crate::context::Ctx;
 use crate::db::Tx;
 use crate::domain::input::{FieldError, Fields};
-use crate::domain::schema::ExpectedVersion;
+use crate::domain::schema::{at_least_one_of, ExpectedVersion};
 use crate::domain::values::{Name, Specialty};
 use crate::error::{DomainError, DomainResult};
 use crate::events::changed_fields;
 use crate::events::store::{append, NewEvent};
 use crate::events::{Envelope, EventType};
 use crate::ids::{PractitionerId, WorkspaceId};
-use crate::patients::{at_least_one_of, check_version};
+use crate::patients::check_version;
 
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
