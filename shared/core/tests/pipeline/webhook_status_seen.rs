@@ -74,19 +74,25 @@ where
         pause::resume(&tx, fx.workspace, Listener::WebhookFanOut, &who, &why).await.unwrap();
     }
     let task = tokio::spawn(other);
+    finished_or_waiting(fx, &task, "the other change").await;
+    tx.commit().await.unwrap();
+    task.await.unwrap();
+}
+
+/// Returns once `task` has finished or some session waits on a lock (PostgreSQL shows it not
+/// granted), within a generous bound: `who` neither finished nor waited otherwise.
+async fn finished_or_waiting(fx: &Fixture, task: &tokio::task::JoinHandle<()>, who: &str) {
     let watcher = fx.db.client().await;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let waiting: i64 =
             watcher.query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[]).await.unwrap().get(0);
         if task.is_finished() || waiting > 0 {
-            break;
+            return;
         }
-        assert!(std::time::Instant::now() < deadline, "the other change neither finished nor waited");
+        assert!(std::time::Instant::now() < deadline, "{who} neither finished nor waited");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    tx.commit().await.unwrap();
-    task.await.unwrap();
 }
 
 async fn pause_now(fx: &Fixture, paused: bool) {
@@ -254,17 +260,7 @@ async fn a_delete_racing_a_pause_ends_the_endpoint_audit_with_the_delete_in_both
         let client = pool.get().await.unwrap();
         pause::pause(&client, workspace, Listener::WebhookFanOut, &who, &why).await.unwrap();
     });
-    let watcher = fx.db.client().await;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !pausing.is_finished() {
-        let waiting: i64 =
-            watcher.query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[]).await.unwrap().get(0);
-        if waiting > 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the pause neither finished nor waited");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    finished_or_waiting(&fx, &pausing, "the pause").await;
     tx.commit().await.unwrap();
     pausing.await.unwrap();
     assert_eq!(actions(&fx, id).await, ["create", "delete"], "delete, then pause");
